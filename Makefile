@@ -1,0 +1,166 @@
+# workbench: `make lab` opens the tutorials in JupyterLab, `make test` runs every check.
+# Both create .venv when it is missing and keep it up to date. Installs are skipped when nothing
+# they depend on changed (stamp files in .venv), so a second run starts at once.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PORT ?= 8888
+IP ?= 127.0.0.1
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+# constraints.txt pins torch==2.13.0 so that no dependency can pull in another (multi-GB) build.
+PIP_INSTALL := $(PY) -m pip install --progress-bar off -c constraints.txt
+STAMP := $(VENV)/.workbench-stamp
+EXT := extensions/jupyterlab-workbench
+SANITIZE := notebooks/nbval_sanitize.cfg
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# The extension is reinstalled when one of its sources changes (not its tests or build outputs).
+EXT_SOURCES := $(filter-out $(EXT)/ui-tests/% $(EXT)/scripts/%,$(wildcard $(shell \
+	git ls-files -co --exclude-standard -- $(EXT) 2>/dev/null || \
+	find $(EXT) \( -name node_modules -o -name lib -o -name labextension -o -name .yarn \) \
+	-prune -o -type f -print 2>/dev/null)))
+
+# Recipes find the venv's tools first (the extension's scripts call jupyter, jlpm, node...).
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: help lab test dev lint lint-imports test-python test-notebooks test-ext chromium bench format clean \
+	distclean
+
+help:
+	@echo "make lab      start JupyterLab on notebooks/ (IP=$(IP) PORT=$(PORT), LAB_ARGS=...)"
+	@echo "make test     lint, import layers, pytest, notebooks (nbval), extension tests"
+	@echo "make dev      only create/update $(VENV) with the dev and lab extras and the extension"
+	@echo "make lint | lint-imports | test-python | test-notebooks | test-ext   parts of make test"
+	@echo "make bench    run the benchmarks (BENCH_ARGS=...)"
+	@echo "make format   ruff --fix and ruff format"
+	@echo "make chromium install Debian's chromium for the UI tests (root) or say how"
+	@echo "make clean    remove build outputs and caches; make distclean also removes $(VENV)"
+
+# --- environment ---------------------------------------------------------------------------
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP)-lab: pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e '.[lab]'
+	@touch $@
+
+$(STAMP)-dev: pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e '.[dev,lab]'
+	@touch $@ $(STAMP)-lab
+
+# Not on PyPI, so not in the lab extra: installed from its folder once it has a pyproject.toml.
+# Its build hook skips the npm build when a labextension is already there, so the old one is
+# removed first: this recipe only runs when the extension's sources changed.
+$(STAMP)-ext: $(EXT_SOURCES) | $(STAMP)-lab
+	@if [ -f $(EXT)/pyproject.toml ]; then \
+		rm -rf $(EXT)/jupyterlab_workbench/labextension; \
+		echo "$(PIP_INSTALL) ./$(EXT)"; $(PIP_INSTALL) ./$(EXT); \
+	else \
+		echo "$(EXT)/pyproject.toml not found: JupyterLab extension not installed"; \
+	fi
+	@touch $@
+
+dev: $(STAMP)-dev $(STAMP)-ext
+
+# --- the two commands ----------------------------------------------------------------------
+
+lab: $(STAMP)-lab $(STAMP)-ext
+	@mkdir -p notebooks
+	$(BIN)/jupyter lab notebooks/ --ip=$(IP) --port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS)
+
+# Every part runs even when an earlier one fails (a broken extension build fails test-ext only);
+# the summary names the failed parts.
+# pytest on tests/ goes last so that its summary line closes the output.
+TEST_PARTS := lint test-ext test-notebooks test-python
+
+test: $(STAMP)-dev
+	@failed=""; \
+	for part in $(TEST_PARTS); do \
+		echo "=== make $$part"; \
+		$(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "=== make test failed:$$failed"; exit 1; fi
+
+lint: $(STAMP)-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	@$(MAKE) --no-print-directory lint-imports
+
+# grimp, behind lint-imports, walks the package's folder and backends/ and kernels/ only join it
+# when installed: check a copy laid out like the wheel (lint-imports puts its cwd first on sys.path).
+LAYOUT := build/lint-imports
+lint-imports: $(STAMP)-dev
+	@rm -rf $(LAYOUT) && mkdir -p $(LAYOUT)
+	@cp -R workbench $(LAYOUT)/workbench
+	@cp -R backends $(LAYOUT)/workbench/backends
+	@cp -R kernels $(LAYOUT)/workbench/kernels
+	cd $(LAYOUT) && $(abspath $(BIN))/lint-imports --no-cache --config $(CURDIR)/pyproject.toml
+
+# CUDA kernels are compiled with nvcc --ptx by pytest itself wherever nvcc exists.
+test-python: $(STAMP)-dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# pytest exits 5 when it collects nothing (e.g. notebooks without code cells): not a failure.
+test-notebooks: $(STAMP)-dev
+	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
+		cmd="$(PY) -m pytest --nbval-lax --nbval-current-env"; \
+		if [ -f $(SANITIZE) ]; then cmd="$$cmd --sanitize-with $(SANITIZE)"; fi; \
+		echo "$$cmd notebooks/"; $$cmd notebooks/; rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "no notebook cells to check"; rc=0; fi; \
+		exit $$rc; \
+	else \
+		echo "no notebooks in notebooks/"; \
+	fi
+
+test-ext: $(STAMP)-dev $(STAMP)-ext
+	@if [ -f $(EXT)/scripts/test.sh ]; then \
+		$(MAKE) --no-print-directory chromium && bash $(EXT)/scripts/test.sh; \
+	else \
+		echo "$(EXT)/scripts/test.sh not found: no extension tests"; \
+	fi
+
+# The UI tests drive Debian's /usr/bin/chromium (Playwright's own browser downloads fail here).
+chromium:
+	@if [ -x /usr/bin/chromium ]; then \
+		true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the UI tests"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update && apt-get install -y chromium; \
+	else \
+		echo "The JupyterLab extension's UI tests need /usr/bin/chromium."; \
+		echo "Install Debian's package as root: apt-get update && apt-get install -y chromium"; \
+	fi
+
+# --- the rest ------------------------------------------------------------------------------
+
+bench: $(STAMP)-dev
+	@if [ -f benchmarks/__main__.py ]; then \
+		echo "$(PY) -m benchmarks $(BENCH_ARGS)"; $(PY) -m benchmarks $(BENCH_ARGS); \
+	elif [ -f benchmarks/run.py ]; then \
+		echo "$(PY) benchmarks/run.py $(BENCH_ARGS)"; $(PY) benchmarks/run.py $(BENCH_ARGS); \
+	else \
+		echo "no benchmarks/__main__.py or benchmarks/run.py yet"; \
+	fi
+
+format: $(STAMP)-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf build dist .pytest_cache .ruff_cache .import_linter_cache ./*.egg-info
+	rm -rf $(EXT)/lib $(EXT)/jupyterlab_workbench/labextension $(EXT)/tsconfig.tsbuildinfo
+	find . \( -path ./$(VENV) -o -name node_modules -o -path ./.git \) -prune -o \
+		\( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) $(EXT)/node_modules

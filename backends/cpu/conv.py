@@ -1,0 +1,383 @@
+"""Convolutions on the CPU (2-d; the ops run 1-d convolutions through a unit height).
+
+- ``conv2d``: im2col (the sliding windows of the padded input copied into one column buffer)
+  and ONE BLAS matmul per group, a batch chunk at a time so the buffer stays bounded.
+  Depthwise convolutions (one input channel per group) skip the columns: they sum the kh·kw
+  shifted windows scaled by their weight.
+- ``conv_transpose2d``: one matmul per group (weightᵀ @ input, the columns) and col2im, the
+  kh·kw strided adds of the columns into the output.
+- ``conv2d_backward_weight``: the weight gradient, grad @ columnsᵀ over batch and positions.
+
+f16/bf16 are computed in f32 and rounded once at the end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ._arrays import F32, HALF_TYPES, contiguous, view
+
+# A column buffer larger than this is built a batch chunk at a time.
+_CHUNK_BYTES = 1 << 27
+# Depthwise convolutions work through blocks of planes this big, to stay in cache.
+_BLOCK_BYTES = 1 << 19
+
+
+def _compute_dtype(a: np.ndarray) -> np.dtype:
+    return F32 if a.dtype in HALF_TYPES else a.dtype
+
+
+def _padded(x: np.ndarray, pads, dtype: np.dtype) -> np.ndarray:
+    """``x`` (N, C, H, W) padded with zeros by ``pads`` = ((top, bottom), (left, right)).
+
+    A negative pad crops. Without padding this is ``x`` itself (cast to ``dtype``).
+    """
+    (top, bottom), (left, right) = pads
+    if not (top or bottom or left or right):
+        return x.astype(dtype, copy=False)
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, max(h + top + bottom, 0), max(w + left + right, 0)), dtype)
+    src = x[:, :, max(-top, 0) : h - max(-bottom, 0), max(-left, 0) : w - max(-right, 0)]
+    out[
+        :, :, max(top, 0) : max(top, 0) + src.shape[2], max(left, 0) : max(left, 0) + src.shape[3]
+    ] = src
+    return out
+
+
+def _windows(xp: np.ndarray, kernel, stride, dilation, out_hw) -> np.ndarray:
+    """The (N, C, kh, kw, Ho, Wo) read-only view of the windows of ``xp`` (N, C, Hp, Wp)."""
+    sn, sc, sh, sw = xp.strides
+    return as_strided(
+        xp,
+        (*xp.shape[:2], *kernel, *out_hw),
+        (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]),
+        writeable=False,
+    )
+
+
+def _batch_chunk(per_item_bytes: int, n: int) -> int:
+    return max(1, min(n, _CHUNK_BYTES // max(per_item_bytes, 1)))
+
+
+def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
+    """y[n, o] = Σ_{c ∈ group(o), i, j} w[o, c, i, j] · x_pad[n, c, s·h + d·i, s·w + d·j] + b[o].
+
+    x: (N, C, H, W), w: (O, C/groups, kh, kw), bias: (O,) or None -> (N, O, Ho, Wo), in the
+    compute dtype (f32 for half inputs).
+    """
+    ct = _compute_dtype(x)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    (top, bottom), (left, right) = pads
+    ho = (h + top + bottom - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd + left + right - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    w = w.astype(ct, copy=False)
+    length = ho * wo
+    if kh == kw == 1 and stride == (1, 1) and not (top or bottom or left or right):
+        cols = x.astype(ct, copy=False).reshape(n, groups, cg, h * wd)
+        out = np.matmul(w.reshape(groups, og, cg), cols)
+    elif cg == 1 and (stride[0] > 1 or kh * kw <= 9):
+        # small depthwise kernels: elementwise multiply-adds beat tiny matmuls
+        out = _depthwise(x, w, pads, stride, dilation, (ho, wo), ct)
+    elif stride[0] == 1:
+        out = _conv_rows(_padded(x, pads, ct), w, groups, stride[1], dilation, (ho, wo))
+    else:
+        win = _windows(_padded(x, pads, ct), (kh, kw), stride, dilation, (ho, wo))
+        k = cg * kh * kw
+        wm = w.reshape(groups, og, k)
+        out = np.empty((n, groups, og, length), ct)
+        chunk = _batch_chunk(c * kh * kw * length * ct.itemsize, n)
+        buf = np.empty((chunk, c, kh, kw, ho, wo), ct)
+        for n0 in range(0, n, chunk):
+            m = min(chunk, n - n0)
+            cols = buf[:m]
+            np.copyto(cols, win[n0 : n0 + m])
+            np.matmul(wm, cols.reshape(m, groups, k, length), out=out[n0 : n0 + m])
+    out = out.reshape(n, o, ho, wo)
+    if bias is not None:
+        out += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
+    return out
+
+
+def _conv_rows(xp, w, groups: int, stride_w: int, dilation, out_hw) -> np.ndarray:
+    """A convolution of stride 1 along H, with columns over the kernel's width only.
+
+    cols[n, c, j, r, q] = xp[n, c, r, s·q + d·j] holds kw (not kh·kw) copies of the input;
+    one matmul per group stacks the kernel's rows as outputs, Y_i = w[:, :, i, :] @ cols, and
+    y[.., h, q] = Σ_i Y_i[.., h + dh·i, q] is a sum of shifts of the flattened rows.
+    """
+    n, c, hp, _ = xp.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    ho, wo = out_hw
+    dh, dw = dilation
+    ct = xp.dtype
+    sn, sc, sh, sw = xp.strides
+    win = as_strided(xp, (n, c, kw, hp, wo), (sn, sc, sw * dw, sh, sw * stride_w), writeable=False)
+    wr = (
+        w.reshape(groups, og, cg, kh, kw).transpose(0, 3, 1, 2, 4).reshape(groups, kh * og, cg * kw)
+    )
+    rows = hp * wo
+    length = ho * wo
+    out = np.empty((n, groups, og, length), ct)
+    chunk = _batch_chunk((c * kw + o * kh) * rows * ct.itemsize, n)
+    buf = np.empty((chunk, c, kw, hp, wo), ct)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        cols = buf[:m]
+        np.copyto(cols, win[n0 : n0 + m])
+        y = np.matmul(wr, cols.reshape(m, groups, cg * kw, rows)).reshape(m, groups, kh, og, rows)
+        dst = out[n0 : n0 + m]
+        np.copyto(dst, y[:, :, 0, :, :length])
+        for i in range(1, kh):
+            dst += y[:, :, i, :, i * dh * wo : i * dh * wo + length]
+    return out
+
+
+def _depthwise(x, w, pads, stride, dilation, out_hw, ct) -> np.ndarray:
+    """Convolution with one input channel per group: Σ over the kh·kw shifted windows, each
+    scaled by its per-channel weight, a cache-sized block of (image, channel) planes at a time.
+
+    At stride 1 every window is a contiguous shift of the flattened padded plane (computed on
+    the padded width, then cropped), so each step is one long multiply-add.
+    """
+    o, _, kh, kw = w.shape
+    n, groups = x.shape[:2]
+    og = o // groups
+    ho, wo = out_hw
+    dh, dw = dilation
+    planes = n * groups
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    weights = np.broadcast_to(w.reshape(1, groups, og, kh * kw), (n, groups, og, kh * kw))
+    weights = weights.reshape(planes, og, kh * kw)
+    if stride == (1, 1):
+        (top, bottom), sides = pads
+        xp = _padded(x, ((top, bottom + 1), sides), ct)  # a spare row for the last shift
+        wp = xp.shape[3]
+        flat = np.ascontiguousarray(xp).reshape(planes, 1, -1)
+        length = ho * wp
+        shifts = [i * dh * wp + j * dw for i, j in taps]
+        windows = [flat[:, :, s : s + length] for s in shifts]
+        out = np.empty((planes, og, length), ct)
+        weights = weights[..., None]
+    else:
+        xp = np.ascontiguousarray(_padded(x, pads, ct))
+        win = _windows(xp.reshape(planes, 1, *xp.shape[2:]), (kh, kw), stride, dilation, out_hw)
+        windows = [win[:, :, i, j] for i, j in taps]
+        out = np.empty((planes, og, ho, wo), ct)
+        weights = weights[..., None, None]
+    plane_bytes = (flat[0].nbytes if stride == (1, 1) else xp[0, 0].nbytes) + 2 * out[0].nbytes
+    block = max(1, _BLOCK_BYTES // plane_bytes)
+    tmp = np.empty_like(out[:block])
+    for p0 in range(0, planes, block):
+        rows = slice(p0, p0 + block)
+        dst = out[rows]
+        scratch = tmp[: dst.shape[0]]
+        np.multiply(windows[0][rows], weights[rows, :, 0], out=dst)
+        for k in range(1, len(taps)):
+            np.multiply(windows[k][rows], weights[rows, :, k], out=scratch)
+            dst += scratch
+    if stride == (1, 1):
+        return out.reshape(n, groups, og, ho, wp)[..., :wo]
+    return out.reshape(n, groups, og, ho, wo)
+
+
+def conv_transpose2d_array(x, w, bias, stride, padding, dilation, groups: int, out_hw):
+    """The adjoint of ``conv2d_array`` in its input, cropped to ``out_hw``.
+
+    y_full[n, o, s·h + d·i, s·w + d·j] += Σ_c x[n, c, h, w] · w[c, o, i, j]; y = y_full[p:p+Ho].
+    x: (N, C, H, W), w: (C, O/groups, kh, kw) -> (N, O, Ho, Wo) in the compute dtype.
+    """
+    ct = _compute_dtype(x)
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    o = og * groups
+    ho, wo = out_hw
+    ph, pw = padding
+    sh, sw = stride
+    dh, dw = dilation
+    if stride == (1, 1):
+        # A stride-1 transposed convolution is a convolution with the kernel flipped and its
+        # channel dims swapped, padded by d·(k-1) - p: the fast forward path serves it.
+        flipped = w.reshape(groups, cg, og, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
+        top, left = dh * (kh - 1) - ph, dw * (kw - 1) - pw
+        pads = ((top, ho - h - top + dh * (kh - 1)), (left, wo - wd - left + dw * (kw - 1)))
+        weight = flipped.reshape(o, cg, kh, kw)
+        return conv2d_array(x, weight, bias, (1, 1), pads, dilation, groups)
+    w = w.astype(ct, copy=False)
+    full_h = max((h - 1) * sh + dh * (kh - 1) + 1, ph + ho)
+    full_w = max((wd - 1) * sw + dw * (kw - 1) + 1, pw + wo)
+    full = np.zeros((n, groups, og, full_h, full_w), ct)
+    span_h = sh * (h - 1) + 1
+    span_w = sw * (wd - 1) + 1
+
+    def target(i: int, j: int) -> np.ndarray:
+        return full[..., i * dh : i * dh + span_h : sh, j * dw : j * dw + span_w : sw]
+
+    if cg == 1:
+        xg = x.astype(ct, copy=False).reshape(n, groups, 1, h, wd)
+        wv = w.reshape(groups, og, kh, kw)
+        for i in range(kh):
+            for j in range(kw):
+                target(i, j)[...] += xg * wv[None, :, :, i, j, None, None]
+    else:
+        wm = w.reshape(groups, cg, og * kh * kw).transpose(0, 2, 1)  # (G, O/G·kh·kw, C/G)
+        xm = x.astype(ct, copy=False).reshape(n, groups, cg, h * wd)
+        chunk = _batch_chunk(o * kh * kw * h * wd * ct.itemsize, n)
+        for n0 in range(0, n, chunk):
+            m = min(chunk, n - n0)
+            cols = np.matmul(wm, xm[n0 : n0 + m]).reshape(m, groups, og, kh, kw, h, wd)
+            for i in range(kh):
+                for j in range(kw):
+                    target(i, j)[n0 : n0 + m] += cols[:, :, :, i, j]
+    out = full[..., ph : ph + ho, pw : pw + wo].reshape(n, o, ho, wo)
+    if bias is not None:
+        out += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
+    return out
+
+
+def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) -> np.ndarray:
+    """dL/dw[o, c, i, j] = Σ_{n, h, w} g[n, o, h, w] · x_pad[n, c, s·h + d·i, s·w + d·j].
+
+    x: (N, C, H, W), g: (N, O, Ho, Wo) -> (O, C/groups, kh, kw) in the compute dtype.
+    """
+    ct = _compute_dtype(x)
+    n, c, h, wd = x.shape
+    _, o, ho, wo = g.shape
+    kh, kw = kernel
+    cg = c // groups
+    og = o // groups
+    length = ho * wo
+    g = g.astype(ct, copy=False)
+    (top, bottom), (left, right) = pads
+    if kh == kw == 1 and stride == (1, 1) and not (top or bottom or left or right):
+        xm = x.astype(ct, copy=False).reshape(n, groups, cg, length)
+        gm = g.reshape(n, groups, og, length)
+        return np.matmul(gm, xm.transpose(0, 1, 3, 2)).sum(0).reshape(o, cg, 1, 1)
+    if cg == 1 and stride == (1, 1):
+        return _depthwise_weight_grad(x, g, kernel, pads, dilation, ct)
+    xp = _padded(x, pads, ct)
+    if stride[0] == 1:
+        return _weight_grad_rows(xp, g, kernel, groups, stride[1], dilation)
+    win = _windows(xp, kernel, stride, dilation, (ho, wo))
+    k = cg * kh * kw
+    out = np.zeros((groups, og, k), ct)
+    chunk = _batch_chunk(c * kh * kw * length * ct.itemsize, n)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        # columns laid out (G, K, m·L) so one matmul per group covers the whole chunk
+        cols = np.empty((groups, cg, kh, kw, m, ho, wo), ct)
+        np.copyto(
+            cols,
+            win[n0 : n0 + m].reshape(m, groups, cg, kh, kw, ho, wo).transpose(1, 2, 3, 4, 0, 5, 6),
+        )
+        gm = g[n0 : n0 + m].reshape(m, groups, og, length).transpose(1, 2, 0, 3)
+        gm = gm.reshape(groups, og, m * length)
+        out += np.matmul(gm, cols.reshape(groups, k, m * length).transpose(0, 2, 1))
+    return out.reshape(o, cg, kh, kw)
+
+
+def _weight_grad_rows(xp, g, kernel, groups: int, stride_w: int, dilation) -> np.ndarray:
+    """The weight gradient of a stride-1 (along H) convolution from ``_conv_rows``' columns:
+    dL/dw[:, :, i, :] = g @ (the columns shifted down by dh·i rows)ᵀ, one matmul per kernel row.
+    """
+    n, c, hp, _ = xp.shape
+    _, o, ho, wo = g.shape
+    kh, kw = kernel
+    dh, dw = dilation
+    cg = c // groups
+    og = o // groups
+    ct = xp.dtype
+    length = ho * wo
+    sn, sc, sh, sw = xp.strides
+    win = as_strided(xp, (n, c, kw, hp, wo), (sn, sc, sw * dw, sh, sw * stride_w), writeable=False)
+    gm = g.reshape(n, groups, og, length)
+    out = np.zeros((groups, og, kh, cg * kw), ct)
+    chunk = _batch_chunk(c * kw * hp * wo * ct.itemsize, n)
+    buf = np.empty((chunk, c, kw, hp, wo), ct)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        cols = buf[:m]
+        np.copyto(cols, win[n0 : n0 + m])
+        cols = cols.reshape(m, groups, cg * kw, hp * wo)
+        for i in range(kh):
+            shifted = cols[..., i * dh * wo : i * dh * wo + length].transpose(0, 1, 3, 2)
+            out[:, :, i] += np.matmul(gm[n0 : n0 + m], shifted).sum(0)
+    return out.reshape(groups, og, kh, cg, kw).transpose(0, 1, 3, 2, 4).reshape(o, cg, kh, kw)
+
+
+def _depthwise_weight_grad(x, g, kernel, pads, dilation, ct) -> np.ndarray:
+    """The weight gradient of a stride-1 depthwise convolution: per tap, one dot product per
+    (image, channel) of the output gradient with the shifted flattened plane (see _depthwise)."""
+    n, groups = x.shape[:2]
+    _, o, ho, wo = g.shape
+    og = o // groups
+    kh, kw = kernel
+    dh, dw = dilation
+    (top, bottom), sides = pads
+    xp = _padded(x, ((top, bottom + 1), sides), ct)
+    wp = xp.shape[3]
+    flat = np.ascontiguousarray(xp).reshape(n, groups, 1, -1)
+    # the gradient on the padded width, zero in the columns no output came from
+    gq = np.zeros((n, groups, og, ho, wp), ct)
+    gq[..., :wo] = g.reshape(n, groups, og, ho, wo)
+    gq = gq.reshape(n, groups, og, ho * wp)
+    length = ho * wp
+    out = np.empty((groups, og, kh, kw), ct)
+    for i in range(kh):
+        for j in range(kw):
+            shift = i * dh * wp + j * dw
+            out[:, :, i, j] = np.vecdot(gq, flat[..., shift : shift + length]).sum(0)
+    return out.reshape(o, 1, kh, kw)
+
+
+class ConvOps:
+    __slots__ = ()
+
+    def conv2d(
+        self, layout, weight, w_layout, bias, b_layout, stride, padding, dilation, groups: int
+    ):
+        """x: (N, C, H, W), weight: (O, C/groups, kh, kw), bias: (O,) or None.
+
+        ``padding`` is ((top, bottom), (left, right)); a negative bottom/right pad crops.
+        """
+        x = view(self.array, layout)
+        b = None if bias is None else view(bias.array, b_layout)
+        out = conv2d_array(x, view(weight.array, w_layout), b, stride, padding, dilation, groups)
+        return type(self)(contiguous(out, x.dtype))
+
+    def conv_transpose2d(
+        self,
+        layout,
+        weight,
+        w_layout,
+        bias,
+        b_layout,
+        stride,
+        padding,
+        dilation,
+        groups: int,
+        output_size,
+    ):
+        """x: (N, C, H, W), weight: (C, O/groups, kh, kw) -> (N, O, *output_size).
+
+        ``padding`` is (top, left): the full transposed output is cropped from there.
+        """
+        x = view(self.array, layout)
+        b = None if bias is None else view(bias.array, b_layout)
+        w = view(weight.array, w_layout)
+        out = conv_transpose2d_array(x, w, b, stride, padding, dilation, groups, output_size)
+        return type(self)(contiguous(out, x.dtype))
+
+    def conv2d_backward_weight(
+        self, layout, grad, grad_layout, kernel_size, stride, padding, dilation, groups: int
+    ):
+        """The gradient of ``conv2d`` in its weight: ``self`` is the input x (N, C, H, W),
+        ``grad`` the output gradient (N, O, Ho, Wo) -> (O, C/groups, kh, kw)."""
+        x = view(self.array, layout)
+        g = view(grad.array, grad_layout)
+        out = conv2d_weight_grad_array(x, g, kernel_size, stride, padding, dilation, groups)
+        return type(self)(contiguous(out, x.dtype))

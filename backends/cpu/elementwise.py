@@ -1,0 +1,131 @@
+"""Elementwise ops on the CPU: unary, binary (operands already broadcast), comparisons, where."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from ._arrays import contiguous, is_half, quiet, upcast, view
+
+_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+_INV_SQRT_2 = float(1.0 / np.sqrt(2.0))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))"""
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + erf(x / sqrt(2)))"""
+    return 0.5 * x * (1.0 + special.erf(x * _INV_SQRT_2))
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x * special.expit(x)
+
+
+UNARY = {
+    "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "tanh": np.tanh, "abs": np.abs, "neg": np.negative, "recip": np.reciprocal,
+    "sqr": np.square, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "gelu": _gelu_tanh, "gelu_erf": _gelu_erf, "erf": special.erf,
+    "relu": lambda x: np.maximum(x, 0), "silu": _silu, "sigmoid": special.expit,
+    "ceil": np.ceil, "floor": np.floor, "round": np.round, "sign": np.sign,
+    "logical_not": np.logical_not, "log1p": np.log1p, "expm1": np.expm1,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "isnan": np.isnan, "isinf": np.isinf,
+}  # fmt: skip
+# Ops whose result keeps the input dtype exactly, so f16/bf16 need no f32 round trip.
+_EXACT_IN_ANY_DTYPE = {"abs", "neg", "ceil", "floor", "round", "sign", "relu", "sqr"}
+_BOOL_RESULT = {"logical_not", "isnan", "isinf"}
+
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
+    "floor_div": np.floor_divide, "remainder": np.remainder, "atan2": np.arctan2,
+    "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+}  # fmt: skip
+_LOGICAL = {"logical_and", "logical_or", "logical_xor"}
+# Ops numpy has no precise half-precision loop for: computed in f32.
+_UPCAST = {"pow", "atan2", "remainder", "floor_div"}
+CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+       "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
+
+
+class ElementwiseOps:
+    __slots__ = ()
+
+    def unary(self, op: str, layout):
+        x = view(self.array, layout)
+        if op in _BOOL_RESULT:
+            return type(self)(contiguous(UNARY[op](x)))
+        dtype = x.dtype
+        if is_half(dtype) and op not in _EXACT_IN_ANY_DTYPE:
+            x = x.astype(np.float32)
+        return type(self)(contiguous(quiet(UNARY[op], x), dtype))
+
+    def binary(self, op: str, lhs_layout, rhs, rhs_layout):
+        a = view(self.array, lhs_layout)
+        b = view(rhs.array, rhs_layout)
+        if op == "add":  # the hot path: a sum keeps the dtype; it warns only on overflow
+            r = np.add(a, b)
+            if lhs_layout.is_contiguous and rhs_layout.is_contiguous:  # so r is C-contiguous
+                return type(self)(r)
+            return type(self)(contiguous(r))
+        if op in _LOGICAL:
+            return type(self)(contiguous(BINARY[op](a, b)))
+        if op in _UPCAST and is_half(a.dtype):
+            return type(self)(contiguous(quiet(BINARY[op], upcast(a), upcast(b)), a.dtype))
+        return type(self)(contiguous(quiet(BINARY[op], a, b), a.dtype))
+
+    def binary_scalar(self, op: str, layout, scalar, reverse: bool = False):
+        """``x op scalar`` (or ``scalar op x`` when ``reverse``); the result keeps x's dtype.
+
+        The Python scalar goes to numpy as is (a "weak" scalar: it takes x's dtype; f16/bf16
+        compute in f32, as PyTorch's half kernels do), no numpy scalar is built.
+        """
+        x = view(self.array, layout)
+        fn = BINARY[op]
+        try:
+            r = quiet(fn, scalar, x) if reverse else quiet(fn, x, scalar)
+        except OverflowError:  # u8 tensor + 300 or - 1: wrap around like PyTorch (C casts)
+            scalar = np.array(scalar).astype(x.dtype)[()]
+            r = quiet(fn, scalar, x) if reverse else quiet(fn, x, scalar)
+        return type(self)(contiguous(r, None if op in _LOGICAL else x.dtype))
+
+    def cmp(self, op: str, lhs_layout, rhs, rhs_layout):
+        r = quiet(CMP[op], view(self.array, lhs_layout), view(rhs.array, rhs_layout))
+        return type(self)(contiguous(r))
+
+    def cmp_scalar(self, op: str, layout, scalar):
+        return type(self)(contiguous(quiet(CMP[op], view(self.array, layout), scalar)))
+
+    def affine(self, layout, mul: float, add: float):
+        """``x * mul + add``"""
+        x = view(self.array, layout)
+        return type(self)(contiguous(upcast(x) * mul + add, x.dtype))
+
+    def powf(self, layout, exponent: float):
+        x = view(self.array, layout)
+        return type(self)(contiguous(quiet(np.power, upcast(x), exponent), x.dtype))
+
+    def elu(self, layout, alpha: float):
+        """``x if x > 0 else alpha (e^x - 1)``"""
+        x = upcast(view(self.array, layout))
+        r = np.where(x > 0, x, alpha * quiet(np.expm1, np.minimum(x, 0)))
+        return type(self)(contiguous(r, self.array.dtype))
+
+    def clamp(self, layout, lo, hi):
+        x = view(self.array, layout)
+        return type(self)(contiguous(np.clip(x, lo, hi), x.dtype))
+
+    def where(self, layout, on_true, true_layout, on_false, false_layout):
+        """``self`` is the boolean condition; all three layouts share one shape."""
+        r = np.where(
+            view(self.array, layout),
+            view(on_true.array, true_layout),
+            view(on_false.array, false_layout),
+        )
+        return type(self)(contiguous(r, on_true.array.dtype))

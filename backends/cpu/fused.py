@@ -1,0 +1,294 @@
+"""Fused ops on the CPU: softmax, log-softmax, layer/RMS/group norm, rotary embeddings and
+scaled dot-product attention, each one call from the core.
+
+Rows are processed in cache-sized blocks with in-place numpy ops (``out=``), so the several
+passes of a softmax or a norm stay in L2 instead of streaming the whole tensor through memory
+each time. f16/bf16 are computed in f32 block by block and rounded once at the end; the
+statistics (mean, rstd) and attention probabilities handed back for the backward pass are in
+the compute dtype (f32 for f16/bf16, else the input dtype).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._arrays import F32, HALF_TYPES, view
+
+# Elements per block: 64K f32 = 256 KiB, which sits in L2 next to the block's output.
+_BLOCK = 1 << 16
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    return F32 if dtype in HALF_TYPES else dtype
+
+
+def _compact(a: np.ndarray) -> np.ndarray:
+    """Undo broadcasting: size-1 views of stride-0 dims (numpy broadcasts them back)."""
+    if 0 not in a.strides or a.size == 0:
+        return a
+    index = tuple(slice(0, 1) if st == 0 and n > 1 else slice(None)
+                  for n, st in zip(a.shape, a.strides, strict=True))  # fmt: skip
+    return a[index]
+
+
+def _blocks(x: np.ndarray, out: np.ndarray, dim: int):
+    """Blocks (x block, out block, axis) of about ``_BLOCK`` elements, each holding whole
+    lines along ``dim``, which is ``axis`` of the block. ``out`` is C-contiguous, ``x``'s shape.
+
+    x is viewed as (P, D, Q) (D along ``dim``): blocks are rows (p, D) when Q = 1, else
+    (p, D, Q) slabs. When x's strides do not allow that view, x is one block.
+    """
+    d = x.shape[dim]
+    p = math.prod(x.shape[:dim])
+    q = math.prod(x.shape[dim + 1 :])
+    try:
+        x3 = x.reshape(p, d, q, copy=False)
+    except ValueError:
+        yield x, out, dim
+        return
+    o3 = out.reshape(p, d, q)
+    if q == 1:
+        x2, o2 = x3[..., 0], o3[..., 0]
+        step = max(1, _BLOCK // max(1, d))
+        for r in range(0, p, step):
+            yield x2[r : r + step], o2[r : r + step], 1
+        return
+    # Whole (D, Q) planes: narrower column slabs of a big plane touch a page per line and
+    # measured slower than streaming the plane.
+    step = max(1, _BLOCK // max(1, d * q))
+    for i in range(0, p, step):
+        yield x3[i : i + step], o3[i : i + step], 1
+
+
+def _softmax_lines(x: np.ndarray, out: np.ndarray, axis: int, zero_empty: bool = False) -> None:
+    """``out = softmax(x)`` along ``axis`` (``out`` may be ``x``)."""
+    m = x.max(axis=axis, keepdims=True)
+    if zero_empty:  # lines that are all -inf (fully masked) give 0, as torch's attention
+        m[np.isneginf(m)] = 0.0
+    np.subtract(x, m, out=out)
+    np.exp(out, out=out)
+    s = out.sum(axis=axis, keepdims=True)
+    if zero_empty:
+        s[s == 0.0] = 1.0
+    np.reciprocal(s, out=s)  # one division per line, then a (faster) multiply
+    np.multiply(out, s, out=out)
+
+
+def _log_softmax_lines(x: np.ndarray, out: np.ndarray, axis: int) -> None:
+    """``out = x - max - log(sum(exp(x - max)))`` along ``axis`` (``out`` is not ``x``)."""
+    m = x.max(axis=axis, keepdims=True)
+    np.subtract(x, m, out=out)
+    np.exp(out, out=out)
+    s = out.sum(axis=axis, keepdims=True)
+    np.log(s, out=s)
+    s += m
+    np.subtract(x, s, out=out)
+
+
+def _normalize_rows(x: np.ndarray, out: np.ndarray, eps: float, center: bool):
+    """``out = (x - mean) * rstd`` over the last dim; returns (mean or None, rstd), (rows, 1).
+
+    Two passes (mean, then the centred sum of squares) for a stable variance.
+    """
+    n = x.shape[-1]
+    mean = None
+    if center:
+        mean = x.mean(axis=-1, keepdims=True)
+        np.subtract(x, mean, out=out)
+        src = out
+    else:
+        src = x
+    rstd = np.vecdot(src, src)[..., None]
+    rstd *= 1.0 / n if n else np.nan
+    rstd += eps
+    np.sqrt(rstd, out=rstd)
+    np.reciprocal(rstd, out=rstd)
+    np.multiply(src, rstd, out=out)
+    return mean, rstd
+
+
+class FusedOps:
+    __slots__ = ()
+
+    # -- softmax ------------------------------------------------------------------------
+    def softmax(self, layout, dim: int):
+        """exp(x - max) / Σ exp(x - max) along ``dim``; a line of all -inf gives NaN."""
+        return type(self)(self._along(layout, dim, _softmax_lines))
+
+    def log_softmax(self, layout, dim: int):
+        """x - max - log Σ exp(x - max) along ``dim``."""
+        return type(self)(self._along(layout, dim, _log_softmax_lines))
+
+    def _along(self, layout, dim: int, kernel) -> np.ndarray:
+        x = view(self.array, layout)
+        out = np.empty(x.shape, x.dtype)
+        if out.size == 0:
+            return out
+        half = x.dtype in HALF_TYPES
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            for xb, ob, axis in _blocks(x, out, dim):
+                if half:
+                    scratch = np.empty(ob.shape, F32)
+                    kernel(xb.astype(F32), scratch, axis)
+                    ob[...] = scratch
+                else:
+                    kernel(xb, ob, axis)
+        return out
+
+    # -- normalisation ------------------------------------------------------------------
+    def layer_norm(self, layout, weight, weight_layout, bias, bias_layout, eps: float):
+        """(x - mean) · rstd · w + b over the LAST dim; rstd = 1/sqrt(var + eps).
+
+        ``weight``/``bias`` are storages (or None) with 1-d layouts of the last dim's size.
+        Returns (out, mean, rstd); mean and rstd have the leading shape, compute dtype.
+        """
+        w = None if weight is None else view(weight.array, weight_layout)
+        b = None if bias is None else view(bias.array, bias_layout)
+        out, mean, rstd = self._normalize(layout, eps, True, w, b)
+        return type(self)(out), type(self)(mean), type(self)(rstd)
+
+    def rms_norm(self, layout, weight, weight_layout, eps: float):
+        """x · rstd · w over the LAST dim; rstd = 1/sqrt(mean(x²) + eps). Returns (out, rstd)."""
+        w = None if weight is None else view(weight.array, weight_layout)
+        out, _, rstd = self._normalize(layout, eps, False, w, None)
+        return type(self)(out), type(self)(rstd)
+
+    def _normalize(self, layout, eps, center, w, b):
+        x = view(self.array, layout)
+        cdt = _compute_dtype(x.dtype)
+        out = np.empty(x.shape, x.dtype)
+        lead = x.shape[:-1]
+        mean_all = np.empty(lead, cdt) if center else None
+        rstd_all = np.empty(lead, cdt)
+        if w is not None:
+            w = w.astype(cdt, copy=False)
+        if b is not None:
+            b = b.astype(cdt, copy=False)
+        half = x.dtype in HALF_TYPES
+        mean_rows = None if mean_all is None else mean_all.reshape(-1)
+        rstd_rows = rstd_all.reshape(-1)
+        r = 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for xb, ob, _ in _blocks(x, out, x.ndim - 1):
+                if half:
+                    xb = xb.astype(F32)
+                    target, ob = ob, np.empty(ob.shape, F32)
+                mean, rstd = _normalize_rows(xb, ob, eps, center)
+                if w is not None:
+                    ob *= w
+                if b is not None:
+                    ob += b
+                if half:
+                    target[...] = ob
+                k = rstd.size
+                if mean_rows is not None:
+                    mean_rows[r : r + k] = mean.reshape(-1)
+                rstd_rows[r : r + k] = rstd.reshape(-1)
+                r += k
+        return out, mean_all, rstd_all
+
+    def group_norm(self, layout, num_groups: int, weight, weight_layout, bias, bias_layout,
+                   eps: float):  # fmt: skip
+        """GroupNorm of x (N, C, S): statistics over each group of C/G channels and all of S,
+        then a per-channel affine. Returns (out (N, C, S), mean (N, G), rstd (N, G))."""
+        x = view(self.array, layout)
+        n, c, s = x.shape
+        g = num_groups
+        cdt = _compute_dtype(x.dtype)
+        out = np.empty(x.shape, x.dtype)
+        mean = np.empty((n, g), cdt)
+        rstd = np.empty((n, g), cdt)
+        w = None if weight is None else view(weight.array, weight_layout).astype(cdt, copy=False)
+        b = None if bias is None else view(bias.array, bias_layout).astype(cdt, copy=False)
+        w = None if w is None else w.reshape(g, c // g, 1)
+        b = None if b is None else b.reshape(g, c // g, 1)
+        per_sample = max(1, c * s)
+        step = max(1, _BLOCK // per_sample)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for i in range(0, n, step):
+                xb = x[i : i + step].astype(cdt, copy=False)
+                rows = xb.reshape(xb.shape[0], g, (c // g) * s)  # a copy only if x was strided
+                ob = np.empty(rows.shape, cdt)
+                mb, rb = _normalize_rows(rows, ob, eps, True)
+                mean[i : i + step] = mb[..., 0]
+                rstd[i : i + step] = rb[..., 0]
+                ob4 = ob.reshape(xb.shape[0], g, c // g, s)
+                if w is not None:
+                    ob4 *= w
+                if b is not None:
+                    ob4 += b
+                out[i : i + step] = ob4.reshape(xb.shape)
+        return type(self)(out), type(self)(mean), type(self)(rstd)
+
+    # -- rotary embeddings --------------------------------------------------------------
+    def rope(self, layout, cos, cos_layout, sin, sin_layout, interleaved: bool):
+        """Rotate pairs of x (..., T, D) by angles with cos/sin (..., T, D/2) (broadcast).
+
+        Pairs are (x[i], x[i + D/2]) (half split, GPT-NeoX/Llama) or (x[2i], x[2i+1])
+        (interleaved, GPT-J): out = (x1 cos − x2 sin, x2 cos + x1 sin).
+        """
+        x = view(self.array, layout)
+        dtype = x.dtype
+        cdt = _compute_dtype(dtype)
+        c = _compact(view(cos.array, cos_layout)).astype(cdt, copy=False)
+        s = _compact(view(sin.array, sin_layout)).astype(cdt, copy=False)
+        x = x.astype(cdt, copy=False)
+        out = np.empty(x.shape, cdt)
+        h = x.shape[-1] // 2
+        if interleaved:
+            x1, x2, o1, o2 = x[..., 0::2], x[..., 1::2], out[..., 0::2], out[..., 1::2]
+        else:
+            x1, x2, o1, o2 = x[..., :h], x[..., h:], out[..., :h], out[..., h:]
+        tmp = np.empty(o1.shape, cdt)
+        np.multiply(x1, c, out=o1)
+        np.multiply(x2, s, out=tmp)
+        np.subtract(o1, tmp, out=o1)
+        np.multiply(x2, c, out=o2)
+        np.multiply(x1, s, out=tmp)
+        np.add(o2, tmp, out=o2)
+        return type(self)(out if cdt == dtype else out.astype(dtype))
+
+    # -- attention ----------------------------------------------------------------------
+    def scaled_dot_product_attention(self, q_layout, k, k_layout, v, v_layout, mask,
+                                     mask_layout, is_causal: bool, scale: float):  # fmt: skip
+        """softmax(q kᵀ · scale + mask) v with q (*B, L, E), k (*B, S, E), v (*B, S, Ev).
+
+        Batch dims are already broadcast to one shape ``*B``; ``mask`` (or None) is bool
+        (True = keep) or float (added), broadcast to (*B, L, S). ``is_causal`` keeps j ≤ i
+        (top-left aligned). Rows with every score masked give zeros (as PyTorch).
+        Returns (out (*B, L, Ev), probabilities (*B, L, S) in the compute dtype).
+        """
+        q = _compact(view(self.array, q_layout))
+        dtype = q.dtype
+        cdt = _compute_dtype(dtype)
+        q = np.multiply(q, scale, dtype=cdt)  # scaling q (L×E) is cheaper than scores (L×S)
+        kk = _compact(view(k.array, k_layout)).astype(cdt, copy=False)
+        vv = _compact(view(v.array, v_layout)).astype(cdt, copy=False)
+        batch = q_layout.shape[:-2]
+        length, source = q_layout.shape[-2], k_layout.shape[-2]
+        scores = np.matmul(q, np.swapaxes(kk, -1, -2))
+        m = None if mask is None else _compact(view(mask.array, mask_layout))
+        if m is not None and m.ndim and np.broadcast_shapes(scores.shape, m.shape) != scores.shape:
+            scores = np.ascontiguousarray(np.broadcast_to(scores, (*batch, length, source)))
+        if is_causal:
+            above = ~np.tri(length, source, dtype=np.bool_)
+            np.copyto(scores, -np.inf, where=above)
+        if m is not None:
+            if m.dtype == np.bool_:
+                np.copyto(scores, -np.inf, where=~m)
+            else:
+                np.add(scores, m.astype(cdt, copy=False), out=scores)
+        if scores.size:
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                for sb, _, axis in _blocks(scores, scores, scores.ndim - 1):
+                    _softmax_lines(sb, sb, axis, zero_empty=True)
+        out = np.matmul(scores, vv)
+        out_shape = (*batch, length, vv.shape[-1])
+        if out.shape != out_shape:
+            out = np.broadcast_to(out, out_shape)
+        if scores.shape != (*batch, length, source):
+            scores = np.broadcast_to(scores, (*batch, length, source))
+        out = np.ascontiguousarray(out, dtype=dtype)
+        return type(self)(out), type(self)(np.ascontiguousarray(scores))

@@ -1,0 +1,88 @@
+"""``CpuStorage``: one numpy buffer; op families come from the mixins beside this module."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import BackendStorage
+from .memory import COUNTERS as _COUNTERS
+from ._arrays import NUMPY_BY_NAME, view
+from .conv import ConvOps
+from .elementwise import ElementwiseOps
+from .fused import FusedOps
+from .indexing import IndexingOps
+from .matmul import MatmulOps
+from .pool import PoolOps
+from .reduce import ReduceOps
+
+
+class CpuStorage(
+    ElementwiseOps, ReduceOps, MatmulOps, ConvOps, PoolOps, IndexingOps, FusedOps, BackendStorage
+):
+    """A C-contiguous numpy array holding a tensor's elements (any shape; views use layouts).
+
+    ``version`` counts in-place writes; autograd uses it to refuse gradients computed from
+    values that were overwritten after they were saved.
+    """
+
+    device_kind = "cpu"
+    __slots__ = ("array", "version", "_owned_bytes")
+
+    def __init__(self, array: np.ndarray, owned: bool = True):
+        self.array = array
+        self.version = 0
+        if owned:
+            nbytes = array.nbytes
+            self._owned_bytes = nbytes
+            counters = _COUNTERS
+            active = counters.active + nbytes
+            counters.active = active
+            counters.allocations += 1
+            if active > counters.peak:
+                counters.peak = active
+        else:
+            self._owned_bytes = 0
+
+    def __del__(self) -> None:
+        _COUNTERS.active -= self._owned_bytes
+
+    # -- allocation and host transfers -------------------------------------------------
+    @classmethod
+    def from_numpy(cls, array: np.ndarray, index: int = 0, copy: bool = False) -> CpuStorage:
+        """Adopt ``array`` without a copy when it is C-contiguous (and ``copy`` is False)."""
+        if copy or not array.flags.c_contiguous:
+            return cls(np.array(array, order="C", copy=True))
+        return cls(array, owned=False)
+
+    @classmethod
+    def full(cls, shape: tuple[int, ...], value, dtype: str, index: int = 0) -> CpuStorage:
+        return cls(np.full(shape, value, dtype=NUMPY_BY_NAME[dtype]))
+
+    @classmethod
+    def empty(cls, shape: tuple[int, ...], dtype: str, index: int = 0) -> CpuStorage:
+        return cls(np.empty(shape, dtype=NUMPY_BY_NAME[dtype]))
+
+    def to_numpy(self, layout) -> np.ndarray:
+        """The elements as a numpy array sharing this storage's memory."""
+        return view(self.array, layout)
+
+    @property
+    def nbytes(self) -> int:
+        return self.array.nbytes
+
+    def data_ptr(self) -> int:
+        return self.array.ctypes.data
+
+    # -- copies ------------------------------------------------------------------------
+    def cast(self, layout, dtype: str) -> CpuStorage:
+        return CpuStorage(view(self.array, layout).astype(NUMPY_BY_NAME[dtype], order="C"))
+
+    def copy_strided(self, src_layout, dst: CpuStorage, dst_layout) -> None:
+        """``dst[dst_layout] = self[src_layout]`` (shapes equal or broadcastable)."""
+        view(dst.array, dst_layout)[...] = view(self.array, src_layout)
+
+    def const_set(self, layout, value) -> None:
+        view(self.array, layout)[...] = value
+
+    def contiguous(self, layout) -> CpuStorage:
+        return CpuStorage(view(self.array, layout).copy(order="C"))

@@ -1,0 +1,307 @@
+/**
+ * Auto mode: keep a `workbench.timings` comm open to a notebook's kernel.
+ *
+ * The frontend opens the comm as soon as the kernel connection is up, and
+ * again after every restart (the kernel connection queues the open until the
+ * kernel answers its kernel_info request). A kernel without the target
+ * (workbench not loaded yet) closes it at once; that is not an error: the
+ * open is retried after the next executed cell, backing off to every 16th
+ * cell so a notebook that never loads workbench does not fill the kernel log.
+ * A kernel may also open the comm itself; both ways end in the same handler.
+ *
+ * Restarts are not seen through an 'idle' status: JupyterLab does not track
+ * the status of kernel_info requests, so a restarted kernel stays 'starting'
+ * until a cell runs. The open waits for the connection instead.
+ */
+import type { ISessionContext } from '@jupyterlab/apputils';
+import type { Kernel, KernelMessage } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  AutoState,
+  COMM_TARGET,
+  ITimingsPayload,
+  LOG_PREFIX,
+  SUPPORTED_VERSIONS,
+  readCommMessage
+} from './model';
+
+/** Executed cells to wait before the next open after `failures` failed ones. */
+export function retryAfter(failures: number): number {
+  return failures <= 0 ? 0 : Math.min(2 ** (failures - 1), 16);
+}
+
+export namespace TimingsComm {
+  export interface IOptions {
+    sessionContext: ISessionContext;
+    /** Called with every valid payload the kernel sends. */
+    onPayload: (payload: ITimingsPayload) => void;
+    /** Where rejected messages are reported; console.warn by default. */
+    warn?: (message: string) => void;
+  }
+}
+
+/** The auto-mode connection of one notebook. */
+export class TimingsComm {
+  constructor(options: TimingsComm.IOptions) {
+    this._session = options.sessionContext;
+    this._onPayload = options.onPayload;
+    this._warn = options.warn ?? console.warn;
+    this._session.kernelChanged.connect(this._onKernelChanged, this);
+    this._setKernel(this._session.session?.kernel ?? null);
+  }
+
+  get state(): AutoState {
+    return this._state;
+  }
+
+  get stateChanged(): ISignal<this, AutoState> {
+    return this._stateChanged;
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._session.kernelChanged.disconnect(this._onKernelChanged, this);
+    this._setKernel(null);
+    this._disposed = true;
+    Signal.clearData(this);
+  }
+
+  private _onKernelChanged(
+    _: unknown,
+    change: { newValue: Kernel.IKernelConnection | null }
+  ): void {
+    this._setKernel(change.newValue);
+  }
+
+  private _setKernel(kernel: Kernel.IKernelConnection | null): void {
+    const old = this._kernel;
+    if (old) {
+      old.statusChanged.disconnect(this._onStatus, this);
+      old.connectionStatusChanged.disconnect(this._onConnection, this);
+      old.iopubMessage.disconnect(this._onIOPub, this);
+      if (!old.isDisposed) {
+        old.removeCommTarget(COMM_TARGET, this._onKernelOpen);
+      }
+    }
+    this._dropComm();
+    this._generation++;
+    this._kernel = kernel;
+    this._failures = 0;
+    this._executed = 0;
+    if (!kernel) {
+      this._setState('no-kernel');
+      return;
+    }
+    kernel.statusChanged.connect(this._onStatus, this);
+    kernel.connectionStatusChanged.connect(this._onConnection, this);
+    kernel.iopubMessage.connect(this._onIOPub, this);
+    kernel.registerCommTarget(COMM_TARGET, this._onKernelOpen);
+    this._setState('connecting');
+    this._pending = true;
+    this._openIfPending();
+  }
+
+  private _onConnection(
+    kernel: Kernel.IKernelConnection,
+    status: Kernel.ConnectionStatus
+  ): void {
+    if (status === 'connected') {
+      this._openIfPending();
+    }
+  }
+
+  private _onStatus(kernel: Kernel.IKernelConnection, status: string): void {
+    switch (status) {
+      case 'restarting':
+      case 'autorestarting':
+        // The kernel connection drops its comms right after this signal;
+        // open again once it is connected to the new kernel.
+        this._generation++;
+        this._dropComm(false);
+        this._failures = 0;
+        this._executed = 0;
+        this._pending = true;
+        this._setState('connecting');
+        break;
+      case 'dead':
+        this._dropComm(false);
+        this._pending = false;
+        this._setState('no-kernel');
+        break;
+      case 'starting':
+      case 'idle':
+      case 'busy':
+        this._openIfPending();
+        break;
+    }
+  }
+
+  private _openIfPending(): void {
+    if (this._pending && this._kernel?.connectionStatus === 'connected') {
+      void this._open();
+    }
+  }
+
+  private _onIOPub(
+    kernel: Kernel.IKernelConnection,
+    msg: KernelMessage.IIOPubMessage
+  ): void {
+    // Count cells, not our own comm_open round trips, which also go busy/idle.
+    const parent = msg.parent_header as Partial<KernelMessage.IHeader>;
+    if (
+      msg.header.msg_type !== 'status' ||
+      (msg.content as { execution_state?: string }).execution_state !==
+        'idle' ||
+      parent.msg_type !== 'execute_request'
+    ) {
+      return;
+    }
+    this._executed++;
+    if (
+      !this._comm &&
+      !this._opening &&
+      this._executed >= retryAfter(this._failures)
+    ) {
+      void this._open();
+    }
+  }
+
+  private async _open(): Promise<void> {
+    const kernel = this._kernel;
+    if (!kernel || kernel.isDisposed || this._comm || this._opening) {
+      return;
+    }
+    const generation = this._generation;
+    this._pending = false;
+    this._opening = true;
+    this._executed = 0;
+    this._setState('connecting');
+    let closed = false;
+    let comm: Kernel.IComm;
+    try {
+      comm = kernel.createComm(COMM_TARGET);
+      comm.onClose = () => {
+        closed = true;
+        if (this._comm === comm) {
+          this._comm = null;
+          this._failed();
+        }
+      };
+      comm.onMsg = msg => this._handle(msg.content.data);
+      // A kernel without the target closes the comm before it goes idle.
+      await comm.open({ type: 'hello', version: SUPPORTED_VERSIONS[0] }).done;
+    } catch {
+      closed = true;
+    }
+    this._opening = false;
+    if (this._disposed) {
+      return;
+    }
+    if (generation !== this._generation) {
+      // A restart or a new kernel came while opening: that one decides.
+      this._openIfPending();
+      return;
+    }
+    if (closed || comm!.isDisposed) {
+      this._failed();
+      return;
+    }
+    this._adopt(comm!);
+    comm!.send({ type: 'hello' });
+  }
+
+  private _onKernelOpen = (
+    comm: Kernel.IComm,
+    msg: KernelMessage.ICommOpenMsg
+  ): void => {
+    comm.onMsg = message => this._handle(message.content.data);
+    comm.onClose = () => {
+      if (this._comm === comm) {
+        this._comm = null;
+        this._pending = true;
+        this._setState('unavailable');
+      }
+    };
+    if (!this._comm) {
+      this._adopt(comm);
+    }
+    this._handle(msg.content.data, true);
+  };
+
+  private _adopt(comm: Kernel.IComm): void {
+    this._comm = comm;
+    this._failures = 0;
+    this._setState('connected');
+  }
+
+  private _failed(): void {
+    this._failures++;
+    this._setState('unavailable');
+  }
+
+  /** Forget the comm; `close` tells a live kernel too. */
+  private _dropComm(close = true): void {
+    const comm = this._comm;
+    this._comm = null;
+    if (!comm || comm.isDisposed) {
+      return;
+    }
+    try {
+      if (close && this._kernel && !this._kernel.isDisposed) {
+        comm.close();
+      } else {
+        comm.dispose();
+      }
+    } catch {
+      comm.dispose();
+    }
+  }
+
+  private _handle(data: unknown, quietIfEmpty = false): void {
+    if (
+      quietIfEmpty &&
+      (data === undefined ||
+        data === null ||
+        (typeof data === 'object' && Object.keys(data).length === 0))
+    ) {
+      return;
+    }
+    const message = readCommMessage(data);
+    if (message.kind === 'timings') {
+      this._onPayload(message.payload);
+    } else if (message.kind === 'ignored') {
+      this._warn(
+        `${LOG_PREFIX} ignored a message on the ${COMM_TARGET} comm: ${message.reason}`
+      );
+    }
+  }
+
+  private _setState(state: AutoState): void {
+    if (state !== this._state) {
+      this._state = state;
+      this._stateChanged.emit(state);
+    }
+  }
+
+  private _session: ISessionContext;
+  private _onPayload: (payload: ITimingsPayload) => void;
+  private _warn: (message: string) => void;
+  private _kernel: Kernel.IKernelConnection | null = null;
+  private _comm: Kernel.IComm | null = null;
+  private _opening = false;
+  private _pending = false;
+  private _failures = 0;
+  private _executed = 0;
+  private _disposed = false;
+  /** Bumped by every restart and kernel change, to spot stale opens. */
+  private _generation = 0;
+  private _state: AutoState = 'no-kernel';
+  private _stateChanged = new Signal<this, AutoState>(this);
+}

@@ -1,0 +1,223 @@
+"""Errors are part of the API: each names the op, the operands (shape, dtype, device) and what
+was expected, and belongs to the ``WorkbenchError`` hierarchy."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.backends.base import BackendStorage
+from workbench.layout import Layout
+from workbench.tensor import make
+
+X = wb.zeros(2, 3)
+E = re.escape
+
+SHAPE_ERRORS = {
+    "add": (lambda: X + wb.zeros(4, 3), E("add: shapes (2, 3) and (4, 3) cannot be broadcast")),
+    "mul_3d": (lambda: wb.zeros(2, 3, 4) * wb.zeros(5, 1), E("mul: shapes (2, 3, 4) and (5, 1)")),
+    "lt": (lambda: X < wb.zeros(3, 3), E("lt: shapes (2, 3) and (3, 3) cannot be broadcast")),
+    "where": (lambda: wb.where(wb.zeros(4, dtype=wb.bool), X, 0.0), "where: shapes"),
+    "matmul": (
+        lambda: X @ wb.zeros(4, 2),
+        E("matmul: inner dims differ: Tensor[2, 3] f32 cpu @ Tensor[4, 2] f32 cpu"),
+    ),
+    "matmul_batch": (lambda: wb.zeros(2, 2, 3) @ wb.zeros(3, 3, 1), "matmul: shapes"),
+    "matmul_0d": (lambda: wb.tensor(1.0) @ X, "matmul: both operands need at least 1 dim"),
+    "reshape": (
+        lambda: X.reshape(4),
+        E("reshape: cannot reshape Tensor[2, 3] f32 cpu (6 elements) to (4,)"),
+    ),
+    "reshape_two_minus_one": (lambda: X.reshape(-1, -1), "reshape: only one dim can be -1"),
+    "view": (lambda: X.t().view(6), E("view: Tensor[3, 2] f32 cpu with strides (1, 3)")),
+    "transpose": (
+        lambda: X.transpose(0, 2),
+        "transpose: dim 2 is out of range for a tensor with 2 dims",
+    ),
+    "permute": (lambda: X.permute(0, 0), E("permute: (0, 0) is not a permutation")),
+    "permute_rank": (lambda: X.permute(0), "permute: Tensor.2, 3. f32 cpu has 2 dims"),
+    "narrow": (lambda: X.narrow(1, 2, 2), "narrow: start 2 . length 2 is out of range"),
+    "squeeze": (lambda: X.squeeze(3), "squeeze: dim 3 is out of range"),
+    "unsqueeze": (lambda: X.unsqueeze(4), "unsqueeze: dim 4 is out of range"),
+    "broadcast_to": (
+        lambda: X.broadcast_to((4, 3)),
+        E("broadcast_to: cannot broadcast Tensor[2, 3] f32 cpu to (4, 3)"),
+    ),
+    "expand_fewer": (lambda: X.expand(3), "broadcast_to: cannot broadcast .* to fewer dims"),
+    "flatten": (lambda: X.flatten(1, 0), "flatten: start_dim 1 comes after end_dim 0"),
+    "cat": (
+        lambda: wb.cat([X, wb.zeros(3, 3)], 1),
+        E("cat: shapes must match except in dim 1: (2, 3), (3, 3)"),
+    ),
+    "cat_empty": (lambda: wb.cat([]), "cat: expected a non-empty list"),
+    "stack": (lambda: wb.stack([X, wb.zeros(3, 2)]), "stack: all tensors need one shape"),
+    "split": (lambda: X.split([1, 1], 1), E("split: sections [1, 1] do not add up")),
+    "chunk": (lambda: X.chunk(0), "chunk: the number of chunks must be positive"),
+    "roll": (lambda: X.roll((1, 2), (0,)), "roll: 2 shifts for 1 dims"),
+    "repeat": (lambda: X.repeat(2), "repeat: 1 repeats for Tensor.2, 3. f32 cpu"),
+    "sum_dim": (lambda: X.sum(5), "sum: dim 5 is out of range for a tensor with 2 dims"),
+    "sum_repeated": (lambda: X.sum((0, 0)), E("sum: repeated dims in (0, 0)")),
+    "max_empty": (
+        lambda: wb.zeros(0, 3).max(0),
+        E("max: cannot reduce over dim 0 of size 0 (Tensor[0, 3] f32 cpu)"),
+    ),
+    "argmin_empty": (lambda: wb.zeros(0, 3).argmin(0), "argmin: cannot reduce over dim 0"),
+    "argmax_dim": (lambda: X.argmax(3), "argmax: dim 3 is out of range"),
+    "cumsum": (lambda: X.cumsum(2), "cumsum: dim 2 is out of range"),
+    "topk": (lambda: X.topk(4), "topk: k=4 is out of range for dim 1 of size 3"),
+    "inplace": (
+        lambda: wb.zeros(2, 3).add_(wb.zeros(2, 1, 3)),
+        E("add_: a result of shape (2, 2, 3) does not fit into Tensor[2, 3] f32 cpu"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SHAPE_ERRORS)
+def test_shape_errors_name_the_op_and_operands(name):
+    fn, pattern = SHAPE_ERRORS[name]
+    with pytest.raises(wb.ShapeError, match=pattern):
+        fn()
+
+
+DTYPE_ERRORS = {
+    "str_operand": (lambda: X + "a", "add: Tensor.2, 3. f32 cpu with str operand"),
+    "str_left": (lambda: "a" * X, "mul: Tensor.2, 3. f32 cpu with str operand"),
+    "list_operand": (lambda: X - [1, 2], "sub: .* with list operand"),
+    "str_compare": (lambda: X == "a", "eq: Tensor.2, 3. f32 cpu with str operand"),
+    "no_tensor": (lambda: wb.add(1, 2), "add: expected at least one tensor, found 1 and 2"),
+    "matmul_list": (lambda: wb.matmul(X, [[1.0]]), "matmul: expected tensors, found list"),
+    "where_condition": (lambda: wb.where(True, X, X), "where: condition must be a tensor"),
+    "unknown_dtype": (lambda: X.to_dtype("f8"), "unknown dtype 'f8'"),
+    "from_numpy": (lambda: wb.from_numpy(np.array(["a"])), "from_numpy: numpy dtype <U1"),
+    "tensor_of_strings": (lambda: wb.tensor(["a", "b"]), "cannot make a tensor from list"),
+}
+
+
+@pytest.mark.parametrize("name", DTYPE_ERRORS)
+def test_dtype_errors_name_the_op_and_operands(name):
+    fn, pattern = DTYPE_ERRORS[name]
+    with pytest.raises(wb.DTypeError, match=pattern):
+        fn()
+
+
+def test_requires_grad_on_integers_is_an_autograd_error():
+    with pytest.raises(wb.AutogradError, match="only floating point tensors can require grad"):
+        wb.tensor([1, 2]).requires_grad_()
+    with pytest.raises(wb.AutogradError, match="a Var must be floating point, found wb.i64"):
+        wb.Var([1, 2])
+
+
+# -- devices -----------------------------------------------------------------------------------
+def _cuda_missing() -> bool:
+    return not wb.is_available("cuda")
+
+
+@pytest.mark.skipif(not _cuda_missing(), reason="a CUDA device is present")
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda: wb.Device.cuda(0).backend,
+        lambda: wb.zeros(2, device="cuda"),
+        lambda: wb.tensor([1.0], device="cuda:0"),
+        lambda: X.to("cuda"),
+        lambda: X.cuda(),
+        lambda: wb.Device("cuda:1").synchronize(),
+        lambda: wb.ones(2, device=wb.Device.cuda(0)),
+    ],
+    ids=["backend", "zeros", "tensor", "to", "cuda", "synchronize", "ones"],
+)
+def test_cuda_use_without_a_gpu_raises_device_unavailable_with_the_reason(use):
+    with pytest.raises(wb.DeviceUnavailable, match=r"device cuda:\d is not available: .+"):
+        use()
+
+
+@pytest.mark.skipif(wb.is_available("metal"), reason="a Metal device is present")
+def test_metal_use_raises_device_unavailable():
+    with pytest.raises(wb.DeviceUnavailable, match="device metal:0 is not available: .+"):
+        wb.zeros(2, device="metal")
+
+
+def test_a_missing_or_incomplete_backend_is_a_clear_device_unavailable(monkeypatch):
+    """``workbench.backends.cuda`` may be absent (or an empty folder, a namespace package):
+    the ImportError becomes DeviceUnavailable naming the backend."""
+    device_module = sys.modules["workbench.device"]  # wb.device is the function
+
+    def missing(kind):
+        raise ImportError(f"No module named 'workbench.backends.{kind}'")
+
+    monkeypatch.setattr(device_module, "_load_backend", missing)
+    fresh = device_module.Device.__new__(device_module.Device, "metal", 7)
+    with pytest.raises(wb.DeviceUnavailable, match="the metal backend cannot be imported"):
+        _ = fresh.backend
+    assert not wb.is_available("metal")
+
+
+def test_unknown_devices_are_rejected():
+    with pytest.raises(wb.WorkbenchError, match="unknown device 'tpu'; expected one of cpu"):
+        X.to("tpu")
+    with pytest.raises(wb.WorkbenchError, match="bad device index in 'cuda:x'"):
+        wb.Device("cuda:x")
+    with pytest.raises(wb.WorkbenchError, match="expected a device like"):
+        wb.Device(3)
+
+
+def _on_fake_gpu(t: wb.Tensor) -> wb.Tensor:
+    """A stand-in for a tensor on cuda:0 (no GPU here): CPU memory, a CUDA device label. Ops
+    check devices before they touch memory, so the mismatch is caught all the same."""
+    return make(t._storage, t._layout, t.dtype, wb.Device.cuda(0))
+
+
+DEVICE_MISMATCHES = {
+    "add": lambda g: X + g,
+    "lt": lambda g: X < g,
+    "matmul": lambda g: X @ g.t(),
+    "cat": lambda g: wb.cat([X, g]),
+    "add_": lambda g: wb.zeros(2, 3).add_(g),
+}
+
+
+@pytest.mark.parametrize("name", DEVICE_MISMATCHES)
+def test_device_mismatch_names_the_op_and_both_devices(name):
+    fake = _on_fake_gpu(wb.ones(2, 3))
+    with pytest.raises(
+        wb.DeviceMismatch, match=f"{name.rstrip('_')}.*cpu.*cuda:0|{name}.*cuda:0.*cpu"
+    ):
+        DEVICE_MISMATCHES[name](fake)
+
+
+def test_unsupported_op_on_a_device_names_the_op_and_device():
+    class ToyStorage(BackendStorage):
+        device_kind = "toy"
+
+    with pytest.raises(wb.UnsupportedOnDevice, match="op conv2d is not implemented on toy"):
+        _ = ToyStorage().conv2d
+    with pytest.raises(AttributeError):
+        _ = ToyStorage().not_an_op
+
+
+def test_error_hierarchy():
+    for cls in (
+        wb.ShapeError,
+        wb.DTypeError,
+        wb.DeviceMismatch,
+        wb.AutogradError,
+        wb.IndexingError,
+        wb.DeviceUnavailable,
+        wb.UnsupportedOnDevice,
+        wb.OutOfMemory,
+    ):
+        assert issubclass(cls, wb.WorkbenchError)
+    # each also derives from the matching builtin, so generic handlers keep working
+    assert issubclass(wb.ShapeError, ValueError) and issubclass(wb.DTypeError, TypeError)
+    assert issubclass(wb.IndexingError, IndexError) and issubclass(wb.OutOfMemory, MemoryError)
+    assert issubclass(wb.UnsupportedOnDevice, NotImplementedError)
+    assert issubclass(wb.AutogradError, RuntimeError)
+
+
+def test_layout_errors_are_shape_errors():
+    with pytest.raises(wb.ShapeError, match=E("cannot broadcast shape (2,) to (3,)")):
+        Layout.contiguous((2,)).broadcast_to((3,))

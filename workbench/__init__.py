@@ -1,0 +1,98 @@
+"""workbench: a minimalist, fast ML framework built to be lived in from Jupyter.
+
+    import workbench as wb
+    x = wb.randn(3, 4)
+    w = wb.Var(wb.randn(4, 2))
+    loss = (x @ w).relu().sum()
+    grads = loss.backward()
+    grads[w]
+
+This module is the public surface; everything not listed in ``__all__`` may change.
+"""
+
+from . import _methods  # noqa: F401  (binds ops onto Tensor)
+from .autograd import GradStore, enable_grad, is_grad_enabled, no_grad
+from .device import Device, cuda_if_available, device, is_available, metal_if_available
+from .dtype import (
+    DType,
+    bf16,
+    bool_,
+    f16,
+    f32,
+    f64,
+    i16,
+    i32,
+    i64,
+    promote_types,
+    u8,
+    u32,
+)
+from .errors import (
+    AutogradError,
+    DeviceMismatch,
+    DeviceUnavailable,
+    DTypeError,
+    IndexingError,
+    OutOfMemory,
+    ShapeError,
+    UnsupportedOnDevice,
+    WorkbenchError,
+)
+from .interop import from_dlpack
+from .ops.creation import (
+    arange,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .ops import FAMILIES as _FAMILIES
+from .ops.transfer import to
+from .profiler import Profile, profile
+from .random import Generator, manual_seed
+from .tensor import Tensor, Var
+
+# Every op function (wb.exp, wb.cat, wb.conv2d, wb.softmax, ...), by its own name.
+globals().update(
+    {
+        name: fn
+        for family in _FAMILIES
+        for name, fn in vars(family).items()
+        if getattr(fn, "op_name", None) and not name.startswith("_")
+    }
+)
+
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext workbench``: rich reprs, profiling magics, device and memory widgets."""
+    from .notebook.extension import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:
+    from .notebook.extension import unload
+
+    unload(ipython)
+
+
+bool = bool_  # noqa: A001  (wb.bool, like torch.bool)
+uint8, uint32, int16, int32, int64 = u8, u32, i16, i32, i64
+float16, bfloat16, float32, float64 = f16, bf16, f32, f64
+
+__version__ = "0.1.0"

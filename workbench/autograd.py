@@ -1,0 +1,194 @@
+"""Reverse-mode autograd, read like the chain rule.
+
+Each op that sees an input requiring a gradient attaches a ``Node`` to its output: the inputs
+and a ``backward(grad_out) -> grads`` closure built from ordinary ops. ``backward()`` sorts the
+graph topologically and sums every path's contribution (a tensor used twice gets both).
+Tensors a backward closure reads are saved with their storage's version, so a value that was
+overwritten in place afterwards raises instead of giving a wrong gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from .errors import AutogradError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+
+class _GradMode:
+    enabled = True
+
+
+GRAD_MODE = _GradMode()
+
+
+class no_grad:
+    """Context manager (and decorator) that records no graph: ``with wb.no_grad(): ...``."""
+
+    _target = False
+
+    def __enter__(self) -> None:
+        self._previous = GRAD_MODE.enabled
+        GRAD_MODE.enabled = self._target
+
+    def __exit__(self, *exc: object) -> None:
+        GRAD_MODE.enabled = self._previous
+
+    def __call__(self, fn: Callable) -> Callable:
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+
+        wrapper.__name__ = getattr(fn, "__name__", "wrapper")
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+
+
+class enable_grad(no_grad):
+    """Re-enable graph recording inside a ``no_grad`` block."""
+
+    _target = True
+
+
+def is_grad_enabled() -> bool:
+    return GRAD_MODE.enabled
+
+
+class Node:
+    """How an op's output depends on its inputs."""
+
+    __slots__ = ("name", "inputs", "backward", "saved")
+
+    def __init__(
+        self,
+        name: str,
+        inputs: tuple[Tensor, ...],
+        backward: Callable,
+        saved: tuple[Tensor, ...] = (),
+    ):
+        self.name = name
+        self.inputs = inputs
+        self.backward = backward
+        self.saved = tuple((t, t._storage.version) for t in saved)
+
+    def check_saved(self) -> None:
+        for tensor, version in self.saved:
+            if tensor._storage.version != version:
+                raise AutogradError(
+                    f"a tensor of shape {tensor.shape} saved for the gradient of {self.name} was "
+                    "modified in place after it was used; clone() it before modifying it"
+                )
+
+
+def record(out: Tensor, name: str, inputs: tuple, backward: Callable, saved: tuple = ()) -> Tensor:
+    """Attach a Node to ``out`` when grad mode is on and an input requires a gradient."""
+    if GRAD_MODE.enabled:
+        tracked = tuple(t if t is not None and t.requires_grad else None for t in inputs)
+        if any(t is not None for t in tracked):
+            out._node = Node(name, tracked, backward, saved)
+            out.requires_grad = True
+    return out
+
+
+class GradStore:
+    """Gradients by tensor, as returned by ``loss.backward()``: ``grads[w]``, ``grads.get(w)``."""
+
+    def __init__(self) -> None:
+        self._grads: dict[int, tuple[Tensor, Tensor]] = {}
+
+    def get(self, tensor: Tensor) -> Tensor | None:
+        entry = self._grads.get(id(tensor))
+        return None if entry is None else entry[1]
+
+    def __getitem__(self, tensor: Tensor) -> Tensor:
+        grad = self.get(tensor)
+        if grad is None:
+            raise KeyError(f"no gradient for tensor of shape {tensor.shape}")
+        return grad
+
+    def __contains__(self, tensor: Tensor) -> bool:
+        return id(tensor) in self._grads
+
+    def insert(self, tensor: Tensor, grad: Tensor) -> None:
+        self._grads[id(tensor)] = (tensor, grad)
+
+    def remove(self, tensor: Tensor) -> Tensor | None:
+        entry = self._grads.pop(id(tensor), None)
+        return None if entry is None else entry[1]
+
+    def items(self) -> Iterator[tuple[Tensor, Tensor]]:
+        return iter(list(self._grads.values()))
+
+    def __len__(self) -> int:
+        return len(self._grads)
+
+    def __repr__(self) -> str:
+        return f"GradStore({len(self)} tensors)"
+
+
+def _topological_order(root: Tensor) -> list[Tensor]:
+    """Tensors reachable from ``root`` through nodes, each after every tensor it feeds."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        tensor, expanded = stack.pop()
+        if expanded:
+            order.append(tensor)
+            continue
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        stack.append((tensor, True))
+        node = tensor._node
+        if node is not None:
+            stack.extend((t, False) for t in node.inputs if t is not None and id(t) not in seen)
+    order.reverse()
+    return order
+
+
+def backward(root: Tensor, grad: Tensor | None = None) -> GradStore:
+    """Gradients of ``root`` with respect to every tensor it depends on.
+
+    Leaves (tensors without a node that require a gradient) also get ``.grad`` accumulated,
+    as in PyTorch.
+    """
+    from .ops.creation import ones_like
+
+    if not root.requires_grad:
+        raise AutogradError("backward() on a tensor that does not require grad (no graph)")
+    if grad is None:
+        if root.numel != 1:
+            raise AutogradError(
+                f"backward() needs a gradient for a non-scalar tensor of shape {root.shape}"
+            )
+        grad = ones_like(root)
+    store = GradStore()
+    pending: dict[int, Tensor] = {id(root): grad}
+    with no_grad():
+        for tensor in _topological_order(root):
+            g = pending.pop(id(tensor), None)
+            if g is None:
+                continue
+            node = tensor._node
+            if node is None:
+                store.insert(tensor, g)
+                tensor.grad = g if tensor.grad is None else tensor.grad + g
+                continue
+            store.insert(tensor, g)
+            node.check_saved()
+            grads = node.backward(g)
+            for inp, gi in zip(node.inputs, grads, strict=True):
+                if inp is None or gi is None:
+                    continue
+                if gi.shape != inp.shape:
+                    raise AutogradError(
+                        f"internal: gradient of {node.name} has shape {gi.shape}, "
+                        f"input has {inp.shape}"
+                    )
+                prev = pending.get(id(inp))
+                pending[id(inp)] = gi if prev is None else prev + gi
+    return store

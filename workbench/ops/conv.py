@@ -1,0 +1,366 @@
+"""Convolutions, plain and transposed, 1-d and 2-d, with PyTorch's arguments and gradients.
+
+Shapes: x (N, C, L) or (N, C, H, W) (an unbatched (C, ...) input works too); a convolution's
+weight is (O, C/groups, k...), a transposed convolution's (C, O/groups, k...).
+
+The gradients close the loop on three storage methods: the input gradient of a convolution is
+a transposed convolution of the output gradient, the input gradient of a transposed
+convolution is a convolution, and both weight gradients come from ``conv2d_backward_weight``.
+1-d ops run the 2-d storage methods on a unit-height view (no copy).
+"""
+
+from __future__ import annotations
+
+from .._oprecord import op
+from ..autograd import record
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
+from ._helpers import describe, new, same_device
+
+
+# -- argument normalisation ------------------------------------------------------------
+def _ints(name: str, what: str, value, nd: int, minimum: int) -> tuple[int, ...]:
+    """An int or a sequence of ``nd`` ints (a 1-sequence is repeated), each >= ``minimum``."""
+    values = (value,) * nd if isinstance(value, int) else tuple(value)
+    if len(values) == 1:
+        values = values * nd
+    if len(values) != nd or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ShapeError(f"{name}: {what} must be an int or {nd} ints, found {value!r}")
+    if any(v < minimum for v in values):
+        raise ShapeError(f"{name}: {what} must be >= {minimum}, found {value!r}")
+    return values
+
+
+def _pairs(nd: int, values) -> tuple[tuple[int, int], ...]:
+    return tuple((v, v) for v in values) if nd == 2 else ((0, 0), (values[0], values[0]))
+
+
+def _as2d(nd: int, seq, fill):
+    """Spatial parameters of a 1-d op as the 2-d op's, with ``fill`` for the unit height."""
+    return tuple(seq) if nd == 2 else (fill, *seq)
+
+
+def _layout2d(nd: int, t: Tensor):
+    return t._layout if nd == 2 else t._layout.unsqueeze(2)
+
+
+def _check_operands(name: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+    kind = "(O, C/groups, k...)" if "transpose" not in name else "(C, O/groups, k...)"
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(
+            f"{name}: expected a {nd + 2}-d input (N, C, {'L' if nd == 1 else 'H, W'}) or an "
+            f"unbatched {nd + 1}-d one, found {describe(x)}"
+        )
+    if weight.ndim != nd + 2:
+        raise ShapeError(
+            f"{name}: weight must have {nd + 2} dims {kind}, found {describe(weight)} "
+            f"for input {describe(x)}"
+        )
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point input, found {describe(x)}")
+    operands = (x, weight) if bias is None else (x, weight, bias)
+    same_device(name, *operands)
+    if any(t.dtype is not x.dtype for t in operands):
+        raise DTypeError(
+            f"{name}: input, weight and bias need one dtype, found "
+            + ", ".join(describe(t) for t in operands)
+        )
+
+
+def _check_groups(name: str, groups: int, x: Tensor, weight: Tensor) -> None:
+    if not isinstance(groups, int) or groups < 1:
+        raise ShapeError(f"{name}: groups must be a positive int, found {groups!r}")
+    for what, t, n in (
+        ("input channels", x, x.shape[1]),
+        ("weight dim 0", weight, weight.shape[0]),
+    ):
+        if n % groups:
+            raise ShapeError(
+                f"{name}: groups={groups} does not divide the {what} ({n}) of {describe(t)}"
+            )
+
+
+def _check_bias(name: str, bias: Tensor | None, channels: int, weight: Tensor) -> None:
+    if bias is not None and bias.shape != (channels,):
+        raise ShapeError(
+            f"{name}: bias must have shape ({channels},) for weight {describe(weight)}, "
+            f"found {describe(bias)}"
+        )
+
+
+def _conv_padding(name, padding, nd, kernel, dilation, stride) -> tuple[tuple[int, int], ...]:
+    """(before, after) per spatial dim; "same" puts the odd pad after, as PyTorch."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * nd
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ShapeError(f"{name}: padding='same' needs stride 1, found stride {stride}")
+            total = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+            return tuple((t // 2, t - t // 2) for t in total)
+        raise ShapeError(
+            f"{name}: padding must be 'same', 'valid', an int or ints, found {padding!r}"
+        )
+    return tuple((p, p) for p in _ints(name, "padding", padding, nd, 0))
+
+
+def _unbatch(nd: int, x: Tensor) -> tuple[Tensor, bool]:
+    if x.ndim == nd + 1:
+        return x.unsqueeze(0), True
+    return x, False
+
+
+# -- the three storage calls (no autograd) ---------------------------------------------
+def _conv_raw(nd, x, weight, bias, stride, pads, dilation, groups) -> Tensor:
+    """``conv2d`` storage call with 2-d parameters: pads ((top, bottom), (left, right))."""
+    k2 = _as2d(nd, weight.shape[2:], 1)
+    in2 = _as2d(nd, x.shape[2:], 1)
+    out2 = tuple(
+        (n + lo + hi - d * (k - 1) - 1) // s + 1
+        for n, (lo, hi), d, k, s in zip(in2, pads, dilation, k2, stride, strict=True)
+    )
+    storage = x._storage.conv2d(
+        _layout2d(nd, x),
+        weight._storage,
+        _layout2d(nd, weight),
+        None if bias is None else bias._storage,
+        None if bias is None else bias._layout,
+        stride,
+        pads,
+        dilation,
+        groups,
+    )
+    shape = (x.shape[0], weight.shape[0], *out2[2 - nd :])
+    return new(storage, shape, x.dtype, x.device)
+
+
+def _conv_transpose_raw(nd, x, weight, bias, stride, padding, dilation, groups, out2) -> Tensor:
+    """``conv_transpose2d`` storage call: padding (top, left), output size ``out2`` (2-d)."""
+    storage = x._storage.conv_transpose2d(
+        _layout2d(nd, x),
+        weight._storage,
+        _layout2d(nd, weight),
+        None if bias is None else bias._storage,
+        None if bias is None else bias._layout,
+        stride,
+        padding,
+        dilation,
+        groups,
+        out2,
+    )
+    shape = (x.shape[0], weight.shape[1] * groups, *out2[2 - nd :])
+    return new(storage, shape, x.dtype, x.device)
+
+
+def _weight_grad_raw(nd, x, g, weight_shape, stride, pads, dilation, groups) -> Tensor:
+    """dL/dweight of ``conv(x) -> g``, shaped ``weight_shape`` (O, C/groups, k...)."""
+    storage = x._storage.conv2d_backward_weight(
+        _layout2d(nd, x),
+        g._storage,
+        _layout2d(nd, g),
+        _as2d(nd, weight_shape[2:], 1),
+        stride,
+        pads,
+        dilation,
+        groups,
+    )
+    return new(storage, tuple(weight_shape), x.dtype, x.device)
+
+
+def _bias_grad(g: Tensor) -> Tensor:
+    return g.sum((0, *range(2, g.ndim)))
+
+
+# -- convolution -----------------------------------------------------------------------
+def _conv(name: str, nd: int, x, weight, bias, stride, padding, dilation, groups) -> Tensor:
+    _check_operands(name, nd, x, weight, bias)
+    x, unbatched = _unbatch(nd, x)
+    _check_groups(name, groups, x, weight)
+    if weight.shape[1] * groups != x.shape[1]:
+        raise ShapeError(
+            f"{name}: weight {describe(weight)} with groups={groups} expects "
+            f"{weight.shape[1] * groups} input channels, found {describe(x)}"
+        )
+    _check_bias(name, bias, weight.shape[0], weight)
+    stride = _ints(name, "stride", stride, nd, 1)
+    dilation = _ints(name, "dilation", dilation, nd, 1)
+    kernel = weight.shape[2:]
+    pads = _conv_padding(name, padding, nd, kernel, dilation, stride)
+    for size, (lo, hi), k, d in zip(x.shape[2:], pads, kernel, dilation, strict=True):
+        if size + lo + hi < d * (k - 1) + 1:
+            raise ShapeError(
+                f"{name}: the kernel (size {tuple(kernel)}, dilation {dilation}) is bigger "
+                f"than the padded input (padding {padding!r}): input {describe(x)}, "
+                f"weight {describe(weight)}"
+            )
+    stride2 = _as2d(nd, stride, 1)
+    dilation2 = _as2d(nd, dilation, 1)
+    pads2 = _as2d(nd, pads, (0, 0))
+    out = _conv_raw(nd, x, weight, bias, stride2, pads2, dilation2, groups)
+    in2 = _as2d(nd, x.shape[2:], 1)
+
+    def backward(g: Tensor):
+        gx = gw = gb = None
+        if x.requires_grad:
+            tops = tuple(lo for lo, _ in pads2)
+            gx = _conv_transpose_raw(nd, g, weight, None, stride2, tops, dilation2, groups, in2)
+        if weight.requires_grad:
+            gw = _weight_grad_raw(nd, x, g, weight.shape, stride2, pads2, dilation2, groups)
+        if bias is not None and bias.requires_grad:
+            gb = _bias_grad(g)
+        return gx, gw, gb
+
+    out = record(out, name, (x, weight, bias), backward, saved=(x, weight))
+    return out.squeeze(0) if unbatched else out
+
+
+@op
+def conv1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """1-d convolution (cross-correlation), as ``torch.nn.functional.conv1d``.
+
+    x: (N, C, L), weight: (O, C/groups, k), bias: (O,) -> (N, O, Lo) with
+    y[n, o, l] = b[o] + Σ_{c, j} w[o, c, j] · x_pad[n, g(o)·C/groups + c, s·l + d·j] and
+    Lo = ⌊(L + 2p - d·(k-1) - 1) / s⌋ + 1. ``padding`` is an int or "same" / "valid".
+    """
+    return _conv("conv1d", 1, x, weight, bias, stride, padding, dilation, groups)
+
+
+@op
+def conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """2-d convolution (cross-correlation), as ``torch.nn.functional.conv2d``.
+
+    x: (N, C, H, W), weight: (O, C/groups, kh, kw), bias: (O,) -> (N, O, Ho, Wo) with
+    y[n, o, h, w] = b[o] + Σ_{c, i, j} w[o, c, i, j] · x_pad[n, g(o)·C/groups + c, s·h + d·i,
+    s·w + d·j] and Ho = ⌊(H + 2p - d·(kh-1) - 1) / s⌋ + 1. ``padding``: int, (ph, pw), "same"
+    (stride 1; an odd total pad puts the extra one after) or "valid".
+    """
+    return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
+
+
+# -- transposed convolution ------------------------------------------------------------
+def _conv_transpose(
+    name, nd, x, weight, bias, stride, padding, output_padding, groups, dilation
+) -> Tensor:
+    _check_operands(name, nd, x, weight, bias)
+    x, unbatched = _unbatch(nd, x)
+    _check_groups(name, groups, x, weight)
+    if weight.shape[0] != x.shape[1]:
+        raise ShapeError(
+            f"{name}: weight {describe(weight)} expects {weight.shape[0]} input channels, "
+            f"found {describe(x)}"
+        )
+    out_channels = weight.shape[1] * groups
+    _check_bias(name, bias, out_channels, weight)
+    stride = _ints(name, "stride", stride, nd, 1)
+    dilation = _ints(name, "dilation", dilation, nd, 1)
+    padding = _ints(name, "padding", padding, nd, 0)
+    output_padding = _ints(name, "output_padding", output_padding, nd, 0)
+    kernel = weight.shape[2:]
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation, strict=True)):
+        raise ShapeError(
+            f"{name}: output_padding {output_padding} must be smaller than either the stride "
+            f"{stride} or the dilation {dilation}"
+        )
+    size = tuple(
+        (n - 1) * s - 2 * p + d * (k - 1) + op + 1
+        for n, s, p, d, k, op in zip(
+            x.shape[2:], stride, padding, dilation, kernel, output_padding, strict=True
+        )
+    )
+    if any(n < 1 for n in size):
+        raise ShapeError(
+            f"{name}: the output size {size} is not positive for input {describe(x)}, weight "
+            f"{describe(weight)}, stride {stride}, padding {padding}, dilation {dilation}"
+        )
+    stride2 = _as2d(nd, stride, 1)
+    dilation2 = _as2d(nd, dilation, 1)
+    padding2 = _as2d(nd, padding, 0)
+    out2 = _as2d(nd, size, 1)
+    out = _conv_transpose_raw(nd, x, weight, bias, stride2, padding2, dilation2, groups, out2)
+    # As a convolution mapping the output back onto the input: the same top pad and the
+    # bottom pad that makes its output exactly the input's size (negative: rows never reached).
+    pads2 = tuple(
+        (p, (n - 1) * s + d * (k - 1) + 1 - p - o)
+        for n, s, p, d, k, o in zip(
+            _as2d(nd, x.shape[2:], 1),
+            stride2,
+            padding2,
+            dilation2,
+            _as2d(nd, kernel, 1),
+            out2,
+            strict=True,
+        )
+    )
+
+    def backward(g: Tensor):
+        gx = gw = gb = None
+        if x.requires_grad:
+            gx = _conv_raw(nd, g, weight, None, stride2, pads2, dilation2, groups)
+        if weight.requires_grad:
+            gw = _weight_grad_raw(nd, g, x, weight.shape, stride2, pads2, dilation2, groups)
+        if bias is not None and bias.requires_grad:
+            gb = _bias_grad(g)
+        return gx, gw, gb
+
+    out = record(out, name, (x, weight, bias), backward, saved=(x, weight))
+    return out.squeeze(0) if unbatched else out
+
+
+@op
+def conv_transpose1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """1-d transposed convolution, as ``torch.nn.functional.conv_transpose1d``: the gradient
+    of ``conv1d`` with respect to its input.
+
+    x: (N, C, L), weight: (C, O/groups, k) -> (N, O, Lo),
+    Lo = (L - 1)·s - 2p + d·(k-1) + output_padding + 1.
+    """
+    return _conv_transpose(
+        "conv_transpose1d", 1, x, weight, bias, stride, padding, output_padding, groups, dilation
+    )
+
+
+@op
+def conv_transpose2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """2-d transposed convolution, as ``torch.nn.functional.conv_transpose2d``: the gradient
+    of ``conv2d`` with respect to its input.
+
+    x: (N, C, H, W), weight: (C, O/groups, kh, kw) -> (N, O, Ho, Wo),
+    Ho = (H - 1)·s - 2p + d·(kh-1) + output_padding + 1.
+    """
+    return _conv_transpose(
+        "conv_transpose2d", 2, x, weight, bias, stride, padding, output_padding, groups, dilation
+    )

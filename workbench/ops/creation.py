@@ -1,0 +1,221 @@
+"""Creating tensors: from data, constants, ranges, random values."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import dtype as dt
+from ..device import CPU, Device
+from ..dtype import DType
+from ..errors import DTypeError, WorkbenchError
+from ..layout import Layout
+from ..random import Generator, default_generator
+from ..tensor import Tensor, make
+
+Shape = Sequence[int] | int
+
+
+def _shape(size: tuple) -> tuple[int, ...]:
+    if len(size) == 1 and not isinstance(size[0], int):
+        size = tuple(size[0])
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise WorkbenchError(f"negative size in shape {shape}")
+    return shape
+
+
+def _device(device: Device | str | None) -> Device:
+    return CPU if device is None else Device(device)
+
+
+def from_numpy(array: np.ndarray, device: Device | str | None = None) -> Tensor:
+    """A tensor over ``array``'s memory: no copy on the CPU, strided arrays (``a.T``,
+    ``a[:, ::2]``, ``np.broadcast_to``) included; arrays with negative strides are copied.
+
+    numpy types without an exact twin are converted: int8 to i16, uint16 to i32, uint64 to i64.
+    """
+    array = np.asarray(array)
+    dtype = dt.widened_from_numpy(array.dtype)
+    if dtype is None:
+        raise DTypeError(f"from_numpy: numpy dtype {array.dtype} is not supported")
+    if array.dtype != dtype.numpy:
+        array = array.astype(dtype.numpy)
+    layout = Layout.contiguous(array.shape)
+    if not array.flags.c_contiguous:
+        flat, strides = _spanned_memory(array)
+        if flat is not None:
+            array, layout = flat, Layout(array.shape, strides)
+    storage = CPU.backend.Storage.from_numpy(array)
+    t = make(storage, layout, dtype, CPU)
+    return t if device is None else t.to(device)
+
+
+def _spanned_memory(array: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...]]:
+    """A 1-d contiguous view of the memory a strided array spans, and the array's strides in
+    elements; ``(None, ())`` when a stride is negative or not a whole number of elements."""
+    itemsize = array.itemsize
+    if array.size == 0 or any(s < 0 or s % itemsize for s in array.strides):
+        return None, ()
+    strides = tuple(s // itemsize for s in array.strides)
+    span = 1 + sum((n - 1) * s for n, s in zip(array.shape, strides, strict=True))
+    flat = np.lib.stride_tricks.as_strided(
+        array, (span,), (itemsize,), writeable=array.flags.writeable
+    )
+    return flat, strides
+
+
+def tensor(
+    data: Any,
+    dtype: DType | str | None = None,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, scalars, arrays or tensors).
+
+    Default dtypes as in PyTorch: Python floats give f32, ints give i64, bools give bool.
+    """
+    if isinstance(data, Tensor):
+        out = data.detach().to(device=device or data.device, dtype=dtype or data.dtype)
+        out = out.clone() if out.shares_storage(data) else out
+    else:
+        array = np.asarray(data)
+        if dtype is not None:
+            array = np.array(array, dtype=dt.dtype(dtype).numpy)
+        elif array.dtype == np.float64 and not isinstance(data, np.ndarray):
+            array = array.astype(np.float32)
+        elif array.dtype.kind in "U S O".split():
+            raise DTypeError(f"tensor(): cannot make a tensor from {type(data).__name__} data")
+        else:
+            array = np.array(array)
+        out = from_numpy(_c_contiguous(array), device)
+    if requires_grad:
+        out.requires_grad_()
+    return out
+
+
+def full(
+    *size: Any,
+    fill_value: Any,
+    dtype: DType | str | None = None,
+    device: Device | str | None = None,
+) -> Tensor:
+    shape = _shape(size)
+    if dtype is None:
+        dtype = dt.DEFAULT_FOR_CATEGORY[dt.scalar_category(fill_value)]
+    dtype = dt.dtype(dtype)
+    device = _device(device)
+    storage = device.backend.Storage.full(shape, fill_value, dtype.name, device.index)
+    return make(storage, Layout.contiguous(shape), dtype, device)
+
+
+def zeros(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
+    return full(*size, fill_value=0, dtype=dtype, device=device)
+
+
+def ones(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
+    return full(*size, fill_value=1, dtype=dtype, device=device)
+
+
+def empty(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
+    shape = _shape(size)
+    dtype = dt.dtype(dtype)
+    device = _device(device)
+    storage = device.backend.Storage.empty(shape, dtype.name, device.index)
+    return make(storage, Layout.contiguous(shape), dtype, device)
+
+
+def _like(t: Tensor, dtype, device) -> tuple[DType, Device]:
+    return (t.dtype if dtype is None else dt.dtype(dtype)), (t.device if device is None else device)
+
+
+def zeros_like(t: Tensor, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return zeros(t.shape, dtype=dtype, device=device)
+
+
+def ones_like(t: Tensor, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return ones(t.shape, dtype=dtype, device=device)
+
+
+def full_like(t: Tensor, fill_value: Any, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return full(t.shape, fill_value=fill_value, dtype=dtype, device=device)
+
+
+def empty_like(t: Tensor, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return empty(t.shape, dtype=dtype, device=device)
+
+
+def _c_contiguous(array: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
+    """``array`` as a C-contiguous array of ``dtype``, keeping 0-d arrays 0-d
+    (``np.ascontiguousarray`` turns them into shape (1,))."""
+    return np.ascontiguousarray(array, dtype=dtype).reshape(np.shape(array))
+
+
+def _host(array: np.ndarray, dtype: DType, device: Device | str | None) -> Tensor:
+    return from_numpy(_c_contiguous(array, dtype.numpy), device)
+
+
+def arange(
+    start: float, end: float | None = None, step: float = 1, dtype=None, device=None
+) -> Tensor:
+    """``[start, end)`` by ``step``; ints give i64, floats f32 (as PyTorch)."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_int = all(isinstance(v, int) for v in (start, end, step))
+        dtype = dt.i64 if is_int else dt.f32
+    dtype = dt.dtype(dtype)
+    return _host(np.arange(start, end, step, dtype=np.float64 if dtype.is_floating_point else None), dtype, device)
+
+
+def linspace(start: float, end: float, steps: int, dtype=dt.f32, device=None) -> Tensor:
+    return _host(np.linspace(start, end, steps), dt.dtype(dtype), device)
+
+
+def eye(n: int, m: int | None = None, dtype=dt.f32, device=None) -> Tensor:
+    return _host(np.eye(n, m), dt.dtype(dtype), device)
+
+
+def rand(*size: Any, dtype=dt.f32, device=None, generator: Generator | None = None) -> Tensor:
+    """Uniform on [0, 1)."""
+    rng = (generator or default_generator).rng
+    return _host(rng.random(_shape(size)), dt.dtype(dtype), device)
+
+
+def randn(*size: Any, dtype=dt.f32, device=None, generator: Generator | None = None) -> Tensor:
+    """Standard normal."""
+    rng = (generator or default_generator).rng
+    return _host(rng.standard_normal(_shape(size)), dt.dtype(dtype), device)
+
+
+def randint(
+    low: int, high: int | None = None, size: Shape = (), dtype=dt.i64, device=None,
+    generator: Generator | None = None,
+) -> Tensor:  # fmt: skip
+    """Integers uniform on ``[low, high)`` (``randint(high, size=...)`` starts at 0)."""
+    if high is None:
+        low, high = 0, low
+    rng = (generator or default_generator).rng
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    return _host(rng.integers(low, high, shape), dt.dtype(dtype), device)
+
+
+def rand_like(t: Tensor, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return rand(t.shape, dtype=dtype, device=device)
+
+
+def randn_like(t: Tensor, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return randn(t.shape, dtype=dtype, device=device)
+
+
+def randint_like(t: Tensor, low: int, high: int | None = None, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return randint(low, high, t.shape, dtype=dtype, device=device)

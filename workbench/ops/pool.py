@@ -1,0 +1,453 @@
+"""Pooling, upsampling and padding, with PyTorch's arguments and gradients.
+
+Shapes: x (N, C, L) or (N, C, H, W) (an unbatched (C, ...) input works too). 1-d ops run the
+2-d storage methods on a unit-height view (no copy). Gradients: max pooling routes each output
+gradient to the argmax kept from the forward pass; average pooling spreads it over the window;
+nearest upsampling sums over each replicated block; bilinear upsampling is the transposed
+interpolation; a constant pad's gradient is a narrow (a view) of the output gradient.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import dtype as dt
+from .._oprecord import op
+from ..autograd import record
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
+from ._helpers import describe, new
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _ints(name: str, what: str, value, nd: int, minimum: int) -> tuple[int, ...]:
+    values = (value,) * nd if isinstance(value, int) else tuple(value)
+    if len(values) == 1:
+        values = values * nd
+    if len(values) != nd or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ShapeError(f"{name}: {what} must be an int or {nd} ints, found {value!r}")
+    if any(v < minimum for v in values):
+        raise ShapeError(f"{name}: {what} must be >= {minimum}, found {value!r}")
+    return values
+
+
+def _stride(name: str, stride, kernel: tuple[int, ...]) -> tuple[int, ...]:
+    """PyTorch's pooling stride: None (or empty) means the kernel size."""
+    if stride is None or (not isinstance(stride, int) and len(stride) == 0):
+        return kernel
+    return _ints(name, "stride", stride, len(kernel), 1)
+
+
+def _as2d(nd: int, seq, fill) -> tuple:
+    return tuple(seq) if nd == 2 else (fill, *seq)
+
+
+def _spatial(name: str, nd: int, x: Tensor, float_only: bool = True) -> tuple[Tensor, bool]:
+    """``x`` with a batch dim (and whether one was added) after checking its rank and dtype."""
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(
+            f"{name}: expected a {nd + 2}-d input (N, C, {'L' if nd == 1 else 'H, W'}) or an "
+            f"unbatched {nd + 1}-d one, found {describe(x)}"
+        )
+    if float_only and not x.dtype.is_floating_point:
+        raise DTypeError(f"{name}: expected a floating point input, found {describe(x)}")
+    if x.ndim == nd + 1:
+        return x.unsqueeze(0), True
+    return x, False
+
+
+def _layout2d(nd: int, t: Tensor):
+    return t._layout if nd == 2 else t._layout.unsqueeze(2)
+
+
+def _shape_nd(nd: int, lead: tuple[int, ...], size2: tuple[int, int]) -> tuple[int, ...]:
+    return (*lead, *size2[2 - nd :])
+
+
+def _done(out: Tensor, unbatched: bool) -> Tensor:
+    return out.squeeze(0) if unbatched else out
+
+
+def _pool_output(name, x, kernel, stride, padding, dilation, ceil_mode) -> tuple[int, ...]:
+    """PyTorch's pooling output size; with ceil_mode the last window must start inside the
+    input or its left padding."""
+    sizes = []
+    for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation, strict=True):
+        if p > k // 2:
+            raise ShapeError(
+                f"{name}: padding {padding} must be at most half the kernel size {kernel}"
+            )
+        span = n + 2 * p - d * (k - 1) - 1
+        out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (out - 1) * s >= n + p:
+            out -= 1
+        sizes.append(out)
+    if any(o < 1 for o in sizes):
+        raise ShapeError(
+            f"{name}: the window (kernel {kernel}, dilation {dilation}) is bigger than the "
+            f"padded input (padding {padding}): input {describe(x)} gives output size "
+            f"{tuple(sizes)}"
+        )
+    return tuple(sizes)
+
+
+# -- max pooling -----------------------------------------------------------------------
+def _max_pool(name, nd, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    x, unbatched = _spatial(name, nd, x)
+    kernel = _ints(name, "kernel_size", kernel_size, nd, 1)
+    stride = _stride(name, stride, kernel)
+    padding = _ints(name, "padding", padding, nd, 0)
+    dilation = _ints(name, "dilation", dilation, nd, 1)
+    size = _pool_output(name, x, kernel, stride, padding, dilation, ceil_mode)
+    size2 = _as2d(nd, size, 1)
+    values, indices = x._storage.max_pool2d(
+        _layout2d(nd, x),
+        _as2d(nd, kernel, 1),
+        _as2d(nd, stride, 1),
+        _as2d(nd, padding, 0),
+        _as2d(nd, dilation, 1),
+        size2,
+    )
+    shape = _shape_nd(nd, x.shape[:2], size2)
+    out = new(values, shape, x.dtype, x.device)
+    idx = new(indices, shape, dt.i64, x.device)
+    in2 = _as2d(nd, x.shape[2:], 1)
+
+    def backward(g: Tensor):
+        storage = g._storage.max_pool2d_backward(
+            _layout2d(nd, g), idx._storage, _layout2d(nd, idx), in2
+        )
+        return (new(storage, x.shape, g.dtype, g.device),)
+
+    out = record(out, name, (x,), backward)
+    if return_indices:
+        return _done(out, unbatched), _done(idx, unbatched)
+    return _done(out, unbatched)
+
+
+@op
+def max_pool1d(
+    x: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor:
+    """Maximum over sliding windows, as ``torch.nn.functional.max_pool1d``.
+
+    x: (N, C, L) -> (N, C, Lo), Lo = ⌊(L + 2p - d·(k-1) - 1) / s⌋ + 1 (⌈⌉ with ceil_mode);
+    padding is -∞, stride defaults to kernel_size. ``return_indices`` also gives the argmax
+    positions (int64, into L). The gradient goes to the argmax (the first one on ties).
+    """
+    return _max_pool(
+        "max_pool1d", 1, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
+
+
+@op
+def max_pool2d(
+    x: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor:
+    """Maximum over sliding windows, as ``torch.nn.functional.max_pool2d``.
+
+    x: (N, C, H, W) -> (N, C, Ho, Wo), Ho = ⌊(H + 2p - d·(k-1) - 1) / s⌋ + 1 (⌈⌉ with
+    ceil_mode); padding is -∞, stride defaults to kernel_size. ``return_indices`` also gives
+    the argmax positions (int64, flat into H·W). The gradient goes to the argmax.
+    """
+    return _max_pool(
+        "max_pool2d", 2, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
+
+
+# -- average pooling -------------------------------------------------------------------
+def _avg_pool(
+    name, nd, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+) -> Tensor:
+    x, unbatched = _spatial(name, nd, x)
+    kernel = _ints(name, "kernel_size", kernel_size, nd, 1)
+    stride = _stride(name, stride, kernel)
+    padding = _ints(name, "padding", padding, nd, 0)
+    if divisor_override is not None and divisor_override == 0:
+        raise ShapeError(f"{name}: divisor_override must be non-zero")
+    size = _pool_output(name, x, kernel, stride, padding, (1,) * nd, ceil_mode)
+    args = (_as2d(nd, kernel, 1), _as2d(nd, stride, 1), _as2d(nd, padding, 0))
+    size2 = _as2d(nd, size, 1)
+    storage = x._storage.avg_pool2d(
+        _layout2d(nd, x), *args, size2, count_include_pad, divisor_override
+    )
+    out = new(storage, _shape_nd(nd, x.shape[:2], size2), x.dtype, x.device)
+    in2 = _as2d(nd, x.shape[2:], 1)
+
+    def backward(g: Tensor):
+        grad = g._storage.avg_pool2d_backward(
+            _layout2d(nd, g), in2, *args, count_include_pad, divisor_override
+        )
+        return (new(grad, x.shape, g.dtype, g.device),)
+
+    return _done(record(out, name, (x,), backward), unbatched)
+
+
+@op
+def avg_pool1d(
+    x: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """Mean over sliding windows, as ``torch.nn.functional.avg_pool1d``.
+
+    x: (N, C, L) -> (N, C, Lo). The divisor counts the zero padding when
+    ``count_include_pad`` (but never the part of a ceil_mode window past the padding).
+    """
+    return _avg_pool(
+        "avg_pool1d", 1, x, kernel_size, stride, padding, ceil_mode, count_include_pad, None
+    )
+
+
+@op
+def avg_pool2d(
+    x: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """Mean over sliding windows, as ``torch.nn.functional.avg_pool2d``.
+
+    x: (N, C, H, W) -> (N, C, Ho, Wo). The divisor is the window size (counting zero padding
+    when ``count_include_pad``), or ``divisor_override``.
+    """
+    return _avg_pool(
+        "avg_pool2d",
+        2,
+        x,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
+
+
+# -- adaptive pooling ------------------------------------------------------------------
+def _adaptive_avg_pool(name: str, nd: int, x: Tensor, output_size) -> Tensor:
+    x, unbatched = _spatial(name, nd, x)
+    values = (
+        (output_size,) * nd
+        if isinstance(output_size, int) or output_size is None
+        else (tuple(output_size))
+    )
+    if len(values) != nd:
+        raise ShapeError(f"{name}: output_size must be an int or {nd} ints, found {output_size!r}")
+    size = tuple(n if o is None else o for n, o in zip(x.shape[2:], values, strict=True))
+    if any(not isinstance(o, int) or o < 1 for o in size):
+        raise ShapeError(f"{name}: output_size must be positive ints, found {output_size!r}")
+    if any(n < 1 for n in x.shape[2:]):
+        raise ShapeError(f"{name}: input {describe(x)} has an empty spatial dim")
+    size2 = _as2d(nd, size, 1)
+    storage = x._storage.adaptive_avg_pool2d(_layout2d(nd, x), size2)
+    out = new(storage, _shape_nd(nd, x.shape[:2], size2), x.dtype, x.device)
+    in2 = _as2d(nd, x.shape[2:], 1)
+
+    def backward(g: Tensor):
+        grad = g._storage.adaptive_avg_pool2d_backward(_layout2d(nd, g), in2)
+        return (new(grad, x.shape, g.dtype, g.device),)
+
+    return _done(record(out, name, (x,), backward), unbatched)
+
+
+@op
+def adaptive_avg_pool1d(x: Tensor, output_size) -> Tensor:
+    """Mean over Lo windows covering L: window i = [⌊i·L/Lo⌋, ⌈(i+1)·L/Lo⌉).
+
+    x: (N, C, L) -> (N, C, Lo), as ``torch.nn.functional.adaptive_avg_pool1d``.
+    """
+    return _adaptive_avg_pool("adaptive_avg_pool1d", 1, x, output_size)
+
+
+@op
+def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
+    """Mean over Ho×Wo windows covering the input: window i = [⌊i·H/Ho⌋, ⌈(i+1)·H/Ho⌉) (and
+    the same along W); ``None`` in ``output_size`` keeps that size.
+
+    x: (N, C, H, W) -> (N, C, Ho, Wo), as ``torch.nn.functional.adaptive_avg_pool2d``.
+    """
+    return _adaptive_avg_pool("adaptive_avg_pool2d", 2, x, output_size)
+
+
+# -- upsampling ------------------------------------------------------------------------
+def _resample_size(name, nd, x, size, scale_factor):
+    """(output size, scales handed to the kernel), as ``torch.nn.functional.interpolate``."""
+    if (size is None) == (scale_factor is None):
+        raise ShapeError(f"{name}: give exactly one of size and scale_factor")
+    if size is not None:
+        out = _ints(name, "size", size, nd, 1)
+        return out, (None,) * nd
+    scales = (scale_factor,) * nd if isinstance(scale_factor, int | float) else tuple(scale_factor)
+    if len(scales) != nd or any(not isinstance(s, int | float) or s <= 0 for s in scales):
+        raise ShapeError(
+            f"{name}: scale_factor must be a positive number or {nd} of them, found "
+            f"{scale_factor!r}"
+        )
+    out = tuple(math.floor(float(n) * s) for n, s in zip(x.shape[2:], scales, strict=True))
+    if any(o < 1 for o in out):
+        raise ShapeError(
+            f"{name}: scale_factor {scale_factor!r} gives an empty output {out} for {describe(x)}"
+        )
+    return out, tuple(float(s) for s in scales)
+
+
+def _upsample(name, nd, x, size, scale_factor, mode, align_corners=False) -> Tensor:
+    x, unbatched = _spatial(name, nd, x, float_only=mode != "nearest")
+    if any(n < 1 for n in x.shape[2:]):
+        raise ShapeError(f"{name}: input {describe(x)} has an empty spatial dim")
+    out_size, scales = _resample_size(name, nd, x, size, scale_factor)
+    size2 = _as2d(nd, out_size, 1)
+    scales2 = _as2d(nd, scales, None)
+    in2 = _as2d(nd, x.shape[2:], 1)
+    if mode == "nearest":
+        storage = x._storage.upsample_nearest2d(_layout2d(nd, x), size2, scales2)
+    else:
+        storage = x._storage.upsample_bilinear2d(_layout2d(nd, x), size2, align_corners, scales2)
+    out = new(storage, _shape_nd(nd, x.shape[:2], size2), x.dtype, x.device)
+
+    def backward(g: Tensor):
+        if mode == "nearest":
+            grad = g._storage.upsample_nearest2d_backward(_layout2d(nd, g), in2, scales2)
+        else:
+            grad = g._storage.upsample_bilinear2d_backward(
+                _layout2d(nd, g), in2, align_corners, scales2
+            )
+        return (new(grad, x.shape, g.dtype, g.device),)
+
+    return _done(record(out, name, (x,), backward), unbatched)
+
+
+@op
+def upsample_nearest2d(x: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Nearest-neighbour resize, as ``interpolate(mode="nearest")``.
+
+    x: (N, C, H, W) -> (N, C, Ho, Wo) with Ho = size or ⌊H·scale_factor⌋ and
+    out[.., i, j] = x[.., ⌊i·H/Ho⌋, ⌊j·W/Wo⌋] (1/scale_factor for H/Ho when a scale is given).
+    The gradient sums over each replicated block.
+    """
+    return _upsample("upsample_nearest2d", 2, x, size, scale_factor, "nearest")
+
+
+@op
+def upsample_bilinear2d(
+    x: Tensor, size=None, scale_factor=None, align_corners: bool = False
+) -> Tensor:
+    """Bilinear resize, as ``interpolate(mode="bilinear")``.
+
+    x: (N, C, H, W) -> (N, C, Ho, Wo). Source row of output row i: i·(H-1)/(Ho-1) with
+    ``align_corners``, else max((i + ½)·H/Ho - ½, 0) (1/scale_factor for H/Ho when a scale
+    is given); the two nearest rows (and columns) are mixed linearly.
+    """
+    return _upsample(
+        "upsample_bilinear2d", 2, x, size, scale_factor, "bilinear", bool(align_corners)
+    )
+
+
+@op
+def interpolate(
+    x: Tensor,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+) -> Tensor:
+    """Resize as ``torch.nn.functional.interpolate``: ``mode`` "nearest" (3-d or 4-d input),
+    "linear" (3-d) or "bilinear" (4-d). ``align_corners`` is for the linear modes only."""
+    modes = {"nearest": (3, 4), "linear": (3,), "bilinear": (4,)}
+    if mode not in modes:
+        raise ShapeError(f"interpolate: mode must be one of {tuple(modes)}, found {mode!r}")
+    if x.ndim not in modes[mode]:
+        raise ShapeError(
+            f"interpolate: mode {mode!r} needs a {' or '.join(f'{n}-d' for n in modes[mode])} "
+            f"input, found {describe(x)}"
+        )
+    if mode == "nearest" and align_corners is not None:
+        raise ShapeError("interpolate: align_corners is only for the linear modes")
+    nd = x.ndim - 2
+    name = f"interpolate({mode})"
+    if mode == "nearest":
+        return _upsample(name, nd, x, size, scale_factor, "nearest")
+    return _upsample(name, nd, x, size, scale_factor, "bilinear", bool(align_corners))
+
+
+# -- padding ---------------------------------------------------------------------------
+def _repad(x: Tensor, amounts: tuple[int, ...]) -> Tensor:
+    return pad(x, amounts)
+
+
+@op
+def pad(x: Tensor, pad, mode: str = "constant", value=0) -> Tensor:
+    """Pad the last ``len(pad) // 2`` dims, as ``torch.nn.functional.pad``: ``pad`` is
+    (last_before, last_after, second_last_before, ...).
+
+    ``constant`` fills with ``value`` (a negative pad crops); ``reflect`` mirrors without
+    repeating the edge (pad < size); ``replicate`` repeats the edge; ``circular`` wraps
+    (pad <= size). Unlike PyTorch, the non-constant modes take any number of leading dims.
+    """
+    if mode not in _PAD_MODES:
+        raise ShapeError(f"pad: mode must be one of {_PAD_MODES}, found {mode!r}")
+    amounts = tuple(pad)
+    if (
+        len(amounts) % 2
+        or len(amounts) > 2 * x.ndim
+        or not all(isinstance(p, int) and not isinstance(p, bool) for p in amounts)
+    ):
+        raise ShapeError(
+            f"pad: the pad {pad!r} must hold an even number of ints, at most 2 per dim "
+            f"({2 * x.ndim} for {describe(x)})"
+        )
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(amounts) // 2):
+        pairs[x.ndim - 1 - i] = (amounts[2 * i], amounts[2 * i + 1])
+    pairs = tuple(pairs)
+    for dim, ((lo, hi), size) in enumerate(zip(pairs, x.shape, strict=True)):
+        if mode == "constant":
+            if size + lo + hi < 0:
+                raise ShapeError(f"pad: pad {pad!r} crops dim {dim} of {describe(x)} below 0")
+            continue
+        if not (lo or hi):
+            continue
+        if lo < 0 or hi < 0:
+            raise ShapeError(f"pad: mode {mode!r} needs non-negative pads, found {pad!r}")
+        limit = {"reflect": size - 1, "replicate": None, "circular": size}[mode]
+        if size == 0 or (limit is not None and max(lo, hi) > limit):
+            raise ShapeError(
+                f"pad: mode {mode!r} needs pads {'<' if mode == 'reflect' else '<='} the dim "
+                f"size, found ({lo}, {hi}) for dim {dim} of {describe(x)}"
+            )
+    shape = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pairs, strict=True))
+    out = new(x._storage.pad(x._layout, pairs, mode, value), shape, x.dtype, x.device)
+
+    def backward(g: Tensor):
+        if mode != "constant":
+            grad = g._storage.pad_backward(g._layout, pairs, mode)
+            return (new(grad, x.shape, g.dtype, g.device),)
+        if all(lo >= 0 and hi >= 0 for lo, hi in pairs):
+            for dim, (lo, _) in enumerate(pairs):
+                g = g.narrow(dim, lo, x.shape[dim])
+            return (g,)
+        # cropped dims get zeros back: the gradient of a pad is the opposite pad
+        back = tuple(-v for lo, hi in reversed(pairs) for v in (lo, hi))
+        return (_repad(g, back),)
+
+    return record(out, "pad", (x,), backward)
