@@ -31,8 +31,8 @@ EXT_SOURCES := $(filter-out $(EXT)/ui-tests/% $(EXT)/scripts/%,$(wildcard $(shel
 # Recipes find the venv's tools first (the extension's scripts call jupyter, jlpm, node...).
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help lab test dev lint lint-imports test-python test-notebooks test-ext chromium bench format clean \
-	distclean
+.PHONY: help lab test dev lint lint-imports test-python test-notebooks test-ext chromium bench \
+	format clean distclean
 
 help:
 	@echo "make lab      start JupyterLab on notebooks/ (IP=$(IP) PORT=$(PORT), LAB_ARGS=...)"
@@ -90,13 +90,17 @@ test: $(STAMP)-dev
 	done; \
 	if [ -n "$$failed" ]; then echo "=== make test failed:$$failed"; exit 1; fi
 
+# All three run; lint fails if any of them does.
 lint: $(STAMP)-dev
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	@$(MAKE) --no-print-directory lint-imports
+	@rc=0; \
+	echo "ruff check ."; $(BIN)/ruff check . || rc=1; \
+	echo "ruff format --check ."; $(BIN)/ruff format --check . || rc=1; \
+	$(MAKE) --no-print-directory lint-imports || rc=1; \
+	exit $$rc
 
-# grimp, behind lint-imports, walks the package's folder and backends/ and kernels/ only join it
-# when installed: check a copy laid out like the wheel (lint-imports puts its cwd first on sys.path).
+# grimp, behind lint-imports, walks the package's folder, and backends/ and kernels/ only join
+# it when installed: check a copy laid out like the wheel (lint-imports puts its cwd first on
+# sys.path, so the copy is what it imports).
 LAYOUT := build/lint-imports
 lint-imports: $(STAMP)-dev
 	@rm -rf $(LAYOUT) && mkdir -p $(LAYOUT)

@@ -35,6 +35,9 @@ METHODS = (
     "index_select", "index_add", "copy_strided", "const_set", "softmax", "log_softmax",
     "layer_norm", "rms_norm", "rope", "scaled_dot_product_attention", "qmatmul", "nonzero",
     "group_norm",
+    "conv2d_backward_weight", "avg_pool2d_backward", "adaptive_avg_pool2d",
+    "adaptive_avg_pool2d_backward", "upsample_nearest2d_backward", "upsample_bilinear2d_backward",
+    "pad_backward",
 )  # fmt: skip
 
 

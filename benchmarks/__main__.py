@@ -56,6 +56,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="repetitions per workload (default 15)")
     parser.add_argument("--min-time", type=float, help="seconds per timed batch (default 0.05)")
     parser.add_argument("--threads", type=int, help="threads for numpy's BLAS and torch")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(_harness.CLOCKS),
+        default="wall",
+        help="wall (default) or cpu: process CPU time, steady on a busy machine (use with "
+        "--threads 1)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
     return parser.parse_args(argv)
@@ -76,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         settings.repeats = args.repeats
     if args.min_time:
         settings.min_time = args.min_time
+    settings.clock = args.clock
+    if args.clock == "cpu" and args.threads != 1:
+        print("note: --clock cpu adds up the time of all threads; use it with --threads 1")
 
     env = _harness.environment(_harness.match_threads(args.threads))
     print(_header(env, settings))
@@ -122,7 +132,8 @@ def _header(env: dict, settings: Settings) -> str:
         )
     lines.append(
         f"{settings.repeats} interleaved repetitions, batches of >= "
-        f"{settings.min_time * 1e3:.0f} ms, {settings.warmup} warmup calls\n"
+        f"{settings.min_time * 1e3:.0f} ms, {settings.warmup} warmup calls, "
+        f"{settings.clock} clock\n"
     )
     return "\n".join(lines)
 

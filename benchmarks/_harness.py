@@ -38,11 +38,20 @@ class Workload:
     tolerance: float = 1e-3  # for the cross-implementation result check
 
 
+CLOCKS = {
+    "wall": time.perf_counter,
+    # CPU time of the whole process (all threads): immune to other processes on a busy
+    # machine, but it adds up the threads' times, so only compare with --threads 1.
+    "cpu": time.process_time,
+}
+
+
 @dataclass
 class Settings:
     repeats: int = 15
     min_time: float = 0.05  # seconds per timed batch
     warmup: int = 2
+    clock: str = "wall"
 
 
 @dataclass
@@ -122,18 +131,18 @@ def compare(results: dict[str, Any], tolerance: float) -> str:
 
 
 # -- timing --------------------------------------------------------------------------------
-def _batch(fn: Callable[[], Any], number: int) -> float:
-    start = time.perf_counter()
+def _batch(fn: Callable[[], Any], number: int, clock: Callable[[], float]) -> float:
+    start = clock()
     for _ in range(number):
         fn()
-    return (time.perf_counter() - start) / number
+    return (clock() - start) / number
 
 
 def _calibrate(fn: Callable[[], Any], min_time: float) -> int:
-    """Calls per timed batch so that a batch lasts at least ``min_time``."""
+    """Calls per timed batch so that a batch lasts at least ``min_time`` (wall clock)."""
     number = 1
     while True:
-        elapsed = _batch(fn, number) * number
+        elapsed = _batch(fn, number, time.perf_counter) * number
         if elapsed >= min_time or number >= 1 << 20:
             return number
         number = max(number * 2, int(number * min_time / max(elapsed, 1e-9) * 1.2))
@@ -156,11 +165,12 @@ def run(workload: Workload, settings: Settings) -> Result:
     result.numbers = {impl: _calibrate(fn, settings.min_time) for impl, fn in fns.items()}
     order = list(fns)
     result.times = {impl: [] for impl in order}
+    clock = CLOCKS[settings.clock]
     gc.collect()
     for rep in range(settings.repeats):
         shift = rep % len(order)
         for impl in order[shift:] + order[:shift]:
-            result.times[impl].append(_batch(fns[impl], result.numbers[impl]))
+            result.times[impl].append(_batch(fns[impl], result.numbers[impl], clock))
     del fns
     gc.collect()
     return result

@@ -28,8 +28,7 @@ def _need(*names: str) -> None:
         raise Skip(f"wb.{', wb.'.join(missing)} not available yet")
 
 
-def _digits_cnn(lib):
-    nn = lib.nn
+def _digits_cnn(nn):
     return nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
@@ -37,8 +36,7 @@ def _digits_cnn(lib):
     )  # fmt: skip
 
 
-def _mnist_cnn(lib):
-    nn = lib.nn
+def _mnist_cnn(nn):
     return nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -52,8 +50,8 @@ def _workload(build, size: int):
         from workbench import nn, optim
 
         wb.manual_seed(0)
-        model = build(wb)
-        reference = build(torch)
+        model = build(nn)
+        reference = build(torch.nn)
         reference.load_state_dict(
             {k: torch.from_numpy(np.array(v.numpy())) for k, v in model.state_dict().items()}
         )

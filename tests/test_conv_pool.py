@@ -29,6 +29,8 @@ CONV2D = [
     ((2, 3, 11, 10), (4, 3, 3, 3), dict(stride=3, padding=2, dilation=2)),
     ((2, 4, 7, 9), (4, 1, 3, 3), dict(padding=1, groups=4)),  # depthwise
     ((1, 4, 7, 9), (8, 1, 3, 3), dict(stride=2, groups=4)),  # depthwise, multiplier 2
+    ((2, 4, 9, 8), (8, 1, 3, 3), dict(padding=(2, 1), dilation=2, groups=4)),
+    ((2, 3, 9, 8), (3, 1, 5, 5), dict(padding=2, groups=3)),  # a big depthwise kernel
     ((3, 6, 5, 7), (6, 3, 1, 1), dict(groups=2)),  # 1x1
     ((2, 3, 6, 5), (4, 3, 1, 1), dict(stride=2)),
     ((3, 2, 5, 5), (3, 2, 5, 5), {}),  # kernel as big as the input
@@ -101,11 +103,13 @@ def _table(cases):
     ]
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
 @pytest.mark.parametrize("x_shape, w_shape, kwargs, bias, dtype, layout", _table(CONV2D))
 def test_conv2d(x_shape, w_shape, kwargs, bias, dtype, layout):
     _conv_case("conv2d", x_shape, w_shape, kwargs, bias, dtype, layout)
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
 @pytest.mark.parametrize("x_shape, w_shape, kwargs, bias, dtype, layout", _table(CONV1D))
 def test_conv1d(x_shape, w_shape, kwargs, bias, dtype, layout):
     _conv_case("conv1d", x_shape, w_shape, kwargs, bias, dtype, layout)
@@ -156,12 +160,12 @@ def test_conv_methods_and_single_gradients():
     w = wb.randn(4, 3, 3, 3).requires_grad_()
     out = x.conv2d(w, padding=1)  # bound as a Tensor method too
     grads = out.sum().backward()
-    assert x not in grads
-    expected = F.conv2d(
-        torch.tensor(x.numpy()), torch.tensor(w.numpy()).requires_grad_(), padding=1
-    )
-    assert out.shape == tuple(expected.shape)
-    assert grads[w].shape == w.shape
+    assert x not in grads  # only the weight asked for a gradient
+    tw = torch.tensor(w.numpy()).requires_grad_()
+    expected = F.conv2d(torch.tensor(x.numpy()), tw, padding=1)
+    expected.sum().backward()
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads[w].numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
 # -- max pooling -------------------------------------------------------------------------
@@ -222,6 +226,15 @@ def test_max_pool_ties_pick_the_first_and_nan_wins():
     with_nan = _rand(1, 1, 4, 4)
     with_nan[0, 0, 1, 2] = np.nan
     check(lambda x: wb.max_pool2d(x, 2), [with_nan], torch_fn=lambda x: F.max_pool2d(x, 2))
+    # a window of -inf (padding included) reports its first real element
+    neg_inf = _rand(1, 2, 5, 5)
+    neg_inf[0, 0, :2, :2] = -np.inf
+    check(
+        lambda x: wb.max_pool2d(x, 3, 2, 1, return_indices=True),
+        [neg_inf],
+        torch_fn=lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
+        grad=False,
+    )
 
 
 # -- average pooling ---------------------------------------------------------------------
@@ -422,6 +435,32 @@ def test_pad_integer_tensor():
 )
 def test_pool_half(wb_fn, torch_fn, dtype):
     check(wb_fn, [_rand(2, 3, 7, 8)], dtype=dtype, torch_fn=torch_fn, atol=0.05, rtol=0.05)
+
+
+# -- empty and size-1 inputs ------------------------------------------------------------
+EDGE = [
+    (lambda x, w: wb.conv2d(x, w, padding=1), lambda x, w: F.conv2d(x, w, padding=1), (3, 3, 3, 3)),
+    (lambda x, w: wb.conv2d(x, w, stride=2), lambda x, w: F.conv2d(x, w, stride=2), (4, 3, 1, 1)),
+    (lambda x, w: wb.conv2d(x, w, padding=1, groups=3),
+     lambda x, w: F.conv2d(x, w, padding=1, groups=3), (3, 1, 3, 3)),
+    (lambda x, w: wb.conv_transpose2d(x, w, stride=2),
+     lambda x, w: F.conv_transpose2d(x, w, stride=2), (3, 2, 3, 3)),
+    (lambda x: wb.max_pool2d(x, (2, 1), 1), lambda x: F.max_pool2d(x, (2, 1), 1), None),
+    (lambda x: wb.avg_pool2d(x, 3, 1, 1), lambda x: F.avg_pool2d(x, 3, 1, 1), None),
+    (lambda x: wb.adaptive_avg_pool2d(x, 2), lambda x: F.adaptive_avg_pool2d(x, 2), None),
+    (lambda x: wb.interpolate(x, scale_factor=2, mode="bilinear"),
+     lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), None),
+    (lambda x: wb.interpolate(x, size=(3, 5)), lambda x: F.interpolate(x, size=(3, 5)), None),
+    (lambda x: wb.pad(x, (1, 1, 0, 1), "replicate"),
+     lambda x: F.pad(x, (1, 1, 0, 1), "replicate"), None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("x_shape", [(0, 3, 6, 5), (1, 3, 2, 1)], ids=str)
+@pytest.mark.parametrize("wb_fn, torch_fn, w_shape", EDGE)
+def test_empty_batch_and_size_one(wb_fn, torch_fn, w_shape, x_shape):
+    inputs = [_rand(*x_shape)] + ([] if w_shape is None else [_rand(*w_shape, seed=1)])
+    check(wb_fn, inputs, torch_fn=torch_fn)
 
 
 # -- errors ------------------------------------------------------------------------------

@@ -10,7 +10,12 @@
 This module is the public surface; everything not listed in ``__all__`` may change.
 """
 
-from . import _methods  # noqa: F401  (binds ops onto Tensor)
+from . import (
+    _methods,  # noqa: F401  (binds ops onto Tensor)
+    io,
+    nn,
+    optim,
+)
 from .autograd import GradStore, enable_grad, is_grad_enabled, no_grad
 from .device import Device, cuda_if_available, device, is_available, metal_if_available
 from .dtype import (
@@ -39,6 +44,9 @@ from .errors import (
     WorkbenchError,
 )
 from .interop import from_dlpack
+from .io import hub, load_npz, load_safetensors, save_npz, save_safetensors
+from .memory import clear_cache, memory_stats, reset_peak_memory_stats
+from .ops import FAMILIES as _FAMILIES
 from .ops.creation import (
     arange,
     empty,
@@ -60,22 +68,19 @@ from .ops.creation import (
     zeros,
     zeros_like,
 )
-from .ops import FAMILIES as _FAMILIES
 from .ops.transfer import to
 from .profiler import Profile, profile
 from .random import Generator, manual_seed
 from .tensor import Tensor, Var
 
 # Every op function (wb.exp, wb.cat, wb.conv2d, wb.softmax, ...), by its own name.
-globals().update(
-    {
-        name: fn
-        for family in _FAMILIES
-        for name, fn in vars(family).items()
-        if getattr(fn, "op_name", None) and not name.startswith("_")
-    }
-)
-
+_OPS = {
+    name: fn
+    for family in _FAMILIES
+    for name, fn in vars(family).items()
+    if getattr(fn, "op_name", None) and not name.startswith("_")
+}
+globals().update(_OPS)
 
 
 def load_ipython_extension(ipython) -> None:
@@ -83,6 +88,13 @@ def load_ipython_extension(ipython) -> None:
     from .notebook.extension import load
 
     load(ipython)
+
+
+def gallery(model: str | None = None):
+    """The model gallery widget (needs ipywidgets): registered models, weights, Run."""
+    from .notebook.gallery import gallery as show_gallery
+
+    return show_gallery(model)
 
 
 def unload_ipython_extension(ipython) -> None:
@@ -96,3 +108,88 @@ uint8, uint32, int16, int32, int64 = u8, u32, i16, i32, i64
 float16, bfloat16, float32, float64 = f16, bf16, f32, f64
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "clear_cache",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "gallery",
+    "io",
+    "nn",
+    "optim",
+    "hub",
+    "load_npz",
+    "load_safetensors",
+    "save_npz",
+    "save_safetensors",
+    "AutogradError",
+    "DType",
+    "DTypeError",
+    "Device",
+    "DeviceMismatch",
+    "DeviceUnavailable",
+    "Generator",
+    "GradStore",
+    "IndexingError",
+    "OutOfMemory",
+    "Profile",
+    "ShapeError",
+    "Tensor",
+    "UnsupportedOnDevice",
+    "Var",
+    "WorkbenchError",
+    "arange",
+    "bf16",
+    "bool_",
+    "cuda_if_available",
+    "device",
+    "empty",
+    "empty_like",
+    "enable_grad",
+    "eye",
+    "f16",
+    "f32",
+    "f64",
+    "from_dlpack",
+    "from_numpy",
+    "full",
+    "full_like",
+    "i16",
+    "i32",
+    "i64",
+    "is_available",
+    "is_grad_enabled",
+    "linspace",
+    "manual_seed",
+    "metal_if_available",
+    "no_grad",
+    "ones",
+    "ones_like",
+    "profile",
+    "promote_types",
+    "rand",
+    "rand_like",
+    "randint",
+    "randint_like",
+    "randn",
+    "randn_like",
+    "tensor",
+    "to",
+    "u32",
+    "u8",
+    "zeros",
+    "zeros_like",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+    "bool",
+    "uint8",
+    "uint32",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "__version__",
+] + sorted(_OPS)

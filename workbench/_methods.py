@@ -18,7 +18,11 @@ _NOT_METHODS = {"cat", "stack", "where"}
 def _bind() -> None:
     for family in FAMILIES:
         for name, fn in vars(family).items():
-            if getattr(fn, "op_name", None) and not name.startswith("_") and name not in _NOT_METHODS:
+            if (
+                getattr(fn, "op_name", None)
+                and not name.startswith("_")
+                and name not in _NOT_METHODS
+            ):
                 setattr(Tensor, name, fn)
 
     def swap(fn):

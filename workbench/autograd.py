@@ -72,7 +72,8 @@ class Node:
         self.name = name
         self.inputs = inputs
         self.backward = backward
-        self.saved = tuple((t, t._storage.version) for t in saved)
+        # (plain loops: generator expressions cost more than the work on two-input ops)
+        self.saved = tuple([(t, t._storage.version) for t in saved]) if saved else ()
 
     def check_saved(self) -> None:
         for tensor, version in self.saved:
@@ -86,9 +87,16 @@ class Node:
 def record(out: Tensor, name: str, inputs: tuple, backward: Callable, saved: tuple = ()) -> Tensor:
     """Attach a Node to ``out`` when grad mode is on and an input requires a gradient."""
     if GRAD_MODE.enabled:
-        tracked = tuple(t if t is not None and t.requires_grad else None for t in inputs)
-        if any(t is not None for t in tracked):
-            out._node = Node(name, tracked, backward, saved)
+        tracked = []
+        needed = False
+        for t in inputs:
+            if t is not None and t.requires_grad:
+                tracked.append(t)
+                needed = True
+            else:
+                tracked.append(None)
+        if needed:
+            out._node = Node(name, tuple(tracked), backward, saved)
             out.requires_grad = True
     return out
 

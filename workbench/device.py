@@ -8,7 +8,7 @@ device memory and implementing every op, see ``backends/base.py``), ``is_availab
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from types import ModuleType
 
 from .errors import DeviceUnavailable, WorkbenchError
@@ -17,7 +17,7 @@ KINDS = ("cpu", "cuda", "metal")
 
 
 class Device:
-    """A device: ``Device.cpu()``, ``Device.cuda(0)``, ``Device.metal(0)`` or ``Device("cuda:1")``."""
+    """A device: ``Device.cpu()``, ``Device.cuda(0)``, ``Device.metal(0)``, ``Device("cuda:1")``."""
 
     __slots__ = ("kind", "index", "_backend")
 
@@ -56,7 +56,8 @@ class Device:
             count = backend.device_count()
             if self.index >= count:
                 raise DeviceUnavailable(
-                    f"device {self} is not available: this machine has {count} {self.kind} device(s)"
+                    f"device {self} is not available: "
+                    f"this machine has {count} {self.kind} device(s)"
                 )
             object.__setattr__(self, "_backend", backend)
         return backend
@@ -97,7 +98,7 @@ def _parse(spec: str, index: int | None) -> tuple[str, int]:
     return kind, 0 if index is None or kind == "cpu" else index
 
 
-@lru_cache(maxsize=None)
+@cache
 def _device(kind: str, index: int) -> Device:
     device = object.__new__(Device)
     object.__setattr__(device, "kind", kind)
@@ -106,7 +107,7 @@ def _device(kind: str, index: int) -> Device:
     return device
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_backend(kind: str) -> ModuleType:
     """``workbench.backends.<kind>``; ImportError when it is missing or incomplete (a folder
     without its ``__init__.py`` imports as an empty namespace package)."""

@@ -19,7 +19,8 @@ import numpy as np
 class DType:
     """An element type. Compare with ``is`` or ``==``; instances are singletons."""
 
-    __slots__ = ("name", "itemsize", "category", "is_signed", "torch_name")
+    __slots__ = ("name", "itemsize", "category", "is_signed", "torch_name",
+                 "is_floating_point", "is_integer", "is_bool")  # fmt: skip
 
     def __init__(self, name: str, itemsize: int, category: int, is_signed: bool, torch_name: str):
         self.name = name
@@ -27,18 +28,10 @@ class DType:
         self.category = category  # 0 bool, 1 integer, 2 floating
         self.is_signed = is_signed
         self.torch_name = torch_name
-
-    @property
-    def is_floating_point(self) -> bool:
-        return self.category == 2
-
-    @property
-    def is_integer(self) -> bool:
-        return self.category == 1
-
-    @property
-    def is_bool(self) -> bool:
-        return self.category == 0
+        # Plain attributes, not properties: ops read them on every call.
+        self.is_floating_point = category == 2
+        self.is_integer = category == 1
+        self.is_bool = category == 0
 
     @property
     def numpy(self) -> np.dtype:
@@ -126,8 +119,6 @@ def widened_from_numpy(np_dtype: np.dtype) -> DType | None:
     return _FROM_NUMPY_WIDENED.get(np_dtype)
 
 
-
-
 def promote_types(a: DType, b: DType) -> DType:
     """The type both operands are computed in (see module docstring)."""
     if a is b:
@@ -148,7 +139,14 @@ def promote_types(a: DType, b: DType) -> DType:
     return {1: i16, 4: i64}[unsigned.itemsize]
 
 
+_CATEGORY_OF_TYPE = {float: 2, int: 1, bool: 0}
+
+
 def scalar_category(value: object) -> int:
+    """0 for bools, 1 for integers, 2 for floats (Python or numpy scalars)."""
+    category = _CATEGORY_OF_TYPE.get(type(value))  # the common case, without isinstance chains
+    if category is not None:
+        return category
     if isinstance(value, bool | np.bool_):
         return 0
     if isinstance(value, int | np.integer):

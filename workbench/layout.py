@@ -23,7 +23,11 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class Layout:
-    """``element(i0, i1, ...) = storage[offset + sum(i_k * strides[k])]``."""
+    """``element(i0, i1, ...) = storage[offset + sum(i_k * strides[k])]``.
+
+    Strides may be 0 (broadcast) or negative: ``flip`` reads through a layout that starts at
+    the last element of the flipped dims and walks back (backends' strided copies accept it).
+    """
 
     __slots__ = ("shape", "strides", "offset", "is_contiguous")
 

@@ -1,11 +1,11 @@
 """The plain-text repr: header, a preview of the values, and a stats line for big tensors.
 
-    Tensor[2, 3] f32 cpu
-    [[ 0.1, -1.2,  0.3],
-     [ 2.0,  0.0, -0.5]]
+Tensor[2, 3] f32 cpu
+[[ 0.1, -1.2,  0.3],
+ [ 2.0,  0.0, -0.5]]
 
-    Tensor[1000, 1000] f32 cpu  n=1000000 (3.8 MiB) x∈[-4.731, 4.883] μ=0.001 σ=1.000
-    [[...]]
+Tensor[1000, 1000] f32 cpu  n=1000000 (3.8 MiB) x∈[-4.731, 4.883] μ=0.001 σ=1.000
+[[...]]
 """
 
 from __future__ import annotations

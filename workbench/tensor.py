@@ -191,7 +191,9 @@ class Var(Tensor):
 
     __slots__ = ()
 
-    def __new__(cls, data: Any, dtype: DType | str | None = None, device: Device | str | None = None):
+    def __new__(
+        cls, data: Any, dtype: DType | str | None = None, device: Device | str | None = None
+    ):
         from .ops.creation import tensor as to_tensor
 
         src = data if isinstance(data, Tensor) else to_tensor(data, dtype=dtype, device=device)

@@ -56,6 +56,8 @@ def view(array: np.ndarray, layout) -> np.ndarray:
             return array
         if array.size == _numel(shape):
             return array.reshape(shape)
+    if _numel(shape) == 0:  # nothing to address: the offset may point past the buffer
+        return np.empty(shape, array.dtype)
     itemsize = array.itemsize
     return np.ndarray(
         shape,

@@ -1,12 +1,17 @@
 """Convolutions on the CPU (2-d; the ops run 1-d convolutions through a unit height).
 
-- ``conv2d``: im2col (the sliding windows of the padded input copied into one column buffer)
-  and ONE BLAS matmul per group, a batch chunk at a time so the buffer stays bounded.
-  Depthwise convolutions (one input channel per group) skip the columns: they sum the kh·kw
-  shifted windows scaled by their weight.
-- ``conv_transpose2d``: one matmul per group (weightᵀ @ input, the columns) and col2im, the
-  kh·kw strided adds of the columns into the output.
-- ``conv2d_backward_weight``: the weight gradient, grad @ columnsᵀ over batch and positions.
+``conv2d`` picks one of four paths, all built on numpy's BLAS matmul:
+- 1×1, stride 1, no padding: one matmul per group, no copy;
+- stride 1 along H (the common 3×3 case): columns over the kernel's WIDTH only (kw copies of
+  the input, not kh·kw), one matmul per group that stacks the kernel's rows as outputs, then
+  kh - 1 adds of row-shifted results (``_conv_rows``);
+- small depthwise kernels: elementwise multiply-adds of the shifted windows (``_depthwise``);
+- otherwise (strided): im2col into one column buffer and ONE matmul per group.
+Column buffers are built a batch chunk at a time so they stay bounded.
+
+``conv_transpose2d`` at stride 1 is a convolution with the kernel flipped (the paths above);
+strided, it is one matmul per group (weightᵀ @ x, the columns) and col2im, kh·kw strided adds.
+``conv2d_backward_weight`` is grad @ columnsᵀ over the same columns (row-shifted at stride 1).
 
 f16/bf16 are computed in f32 and rounded once at the end.
 """
@@ -20,8 +25,6 @@ from ._arrays import F32, HALF_TYPES, contiguous, view
 
 # A column buffer larger than this is built a batch chunk at a time.
 _CHUNK_BYTES = 1 << 27
-# Depthwise convolutions work through blocks of planes this big, to stay in cache.
-_BLOCK_BYTES = 1 << 19
 
 
 def _compute_dtype(a: np.ndarray) -> np.dtype:
@@ -37,11 +40,10 @@ def _padded(x: np.ndarray, pads, dtype: np.dtype) -> np.ndarray:
     if not (top or bottom or left or right):
         return x.astype(dtype, copy=False)
     n, c, h, w = x.shape
-    out = np.zeros((n, c, max(h + top + bottom, 0), max(w + left + right, 0)), dtype)
     src = x[:, :, max(-top, 0) : h - max(-bottom, 0), max(-left, 0) : w - max(-right, 0)]
-    out[
-        :, :, max(top, 0) : max(top, 0) + src.shape[2], max(left, 0) : max(left, 0) + src.shape[3]
-    ] = src
+    out = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
+    t, lf = max(top, 0), max(left, 0)
+    out[:, :, t : t + src.shape[2], lf : lf + src.shape[3]] = src
     return out
 
 
@@ -138,7 +140,7 @@ def _conv_rows(xp, w, groups: int, stride_w: int, dilation, out_hw) -> np.ndarra
 
 def _depthwise(x, w, pads, stride, dilation, out_hw, ct) -> np.ndarray:
     """Convolution with one input channel per group: Σ over the kh·kw shifted windows, each
-    scaled by its per-channel weight, a cache-sized block of (image, channel) planes at a time.
+    scaled by its per-channel weight.
 
     At stride 1 every window is a contiguous shift of the flattened padded plane (computed on
     the padded width, then cropped), so each step is one long multiply-add.
@@ -148,40 +150,33 @@ def _depthwise(x, w, pads, stride, dilation, out_hw, ct) -> np.ndarray:
     og = o // groups
     ho, wo = out_hw
     dh, dw = dilation
-    planes = n * groups
-    taps = [(i, j) for i in range(kh) for j in range(kw)]
-    weights = np.broadcast_to(w.reshape(1, groups, og, kh * kw), (n, groups, og, kh * kw))
-    weights = weights.reshape(planes, og, kh * kw)
+    wv = w.reshape(groups, og, kh, kw)
     if stride == (1, 1):
         (top, bottom), sides = pads
         xp = _padded(x, ((top, bottom + 1), sides), ct)  # a spare row for the last shift
         wp = xp.shape[3]
-        flat = np.ascontiguousarray(xp).reshape(planes, 1, -1)
+        flat = np.ascontiguousarray(xp).reshape(n, groups, 1, xp.shape[2] * wp)
         length = ho * wp
-        shifts = [i * dh * wp + j * dw for i, j in taps]
-        windows = [flat[:, :, s : s + length] for s in shifts]
-        out = np.empty((planes, og, length), ct)
-        weights = weights[..., None]
+        terms = (
+            (flat[..., i * dh * wp + j * dw :][..., :length], wv[:, :, i, j, None])
+            for i in range(kh)
+            for j in range(kw)
+        )
     else:
-        xp = np.ascontiguousarray(_padded(x, pads, ct))
-        win = _windows(xp.reshape(planes, 1, *xp.shape[2:]), (kh, kw), stride, dilation, out_hw)
-        windows = [win[:, :, i, j] for i, j in taps]
-        out = np.empty((planes, og, ho, wo), ct)
-        weights = weights[..., None, None]
-    plane_bytes = (flat[0].nbytes if stride == (1, 1) else xp[0, 0].nbytes) + 2 * out[0].nbytes
-    block = max(1, _BLOCK_BYTES // plane_bytes)
-    tmp = np.empty_like(out[:block])
-    for p0 in range(0, planes, block):
-        rows = slice(p0, p0 + block)
-        dst = out[rows]
-        scratch = tmp[: dst.shape[0]]
-        np.multiply(windows[0][rows], weights[rows, :, 0], out=dst)
-        for k in range(1, len(taps)):
-            np.multiply(windows[k][rows], weights[rows, :, k], out=scratch)
-            dst += scratch
+        win = _windows(_padded(x, pads, ct), (kh, kw), stride, dilation, out_hw)
+        terms = (
+            (win[:, :, None, i, j], wv[:, :, i, j, None, None])
+            for i in range(kh)
+            for j in range(kw)
+        )
+    window, scale = next(terms)
+    out = np.multiply(window, scale, dtype=ct)
+    tmp = np.empty_like(out)
+    for window, scale in terms:
+        out += np.multiply(window, scale, out=tmp)
     if stride == (1, 1):
         return out.reshape(n, groups, og, ho, wp)[..., :wo]
-    return out.reshape(n, groups, og, ho, wo)
+    return out
 
 
 def conv_transpose2d_array(x, w, bias, stride, padding, dilation, groups: int, out_hw):
@@ -320,17 +315,18 @@ def _depthwise_weight_grad(x, g, kernel, pads, dilation, ct) -> np.ndarray:
     (top, bottom), sides = pads
     xp = _padded(x, ((top, bottom + 1), sides), ct)
     wp = xp.shape[3]
-    flat = np.ascontiguousarray(xp).reshape(n, groups, 1, -1)
+    flat = np.ascontiguousarray(xp).reshape(n, groups, 1, xp.shape[2] * wp)
     # the gradient on the padded width, zero in the columns no output came from
     gq = np.zeros((n, groups, og, ho, wp), ct)
     gq[..., :wo] = g.reshape(n, groups, og, ho, wo)
-    gq = gq.reshape(n, groups, og, ho * wp)
+    gq = gq.reshape(n, groups, og, 1, ho * wp)
     length = ho * wp
     out = np.empty((groups, og, kh, kw), ct)
     for i in range(kh):
         for j in range(kw):
             shift = i * dh * wp + j * dw
-            out[:, :, i, j] = np.vecdot(gq, flat[..., shift : shift + length]).sum(0)
+            window = flat[..., shift : shift + length, None]
+            out[:, :, i, j] = np.matmul(gq, window)[..., 0, 0].sum(0)
     return out.reshape(o, 1, kh, kw)
 
 

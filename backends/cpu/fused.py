@@ -33,6 +33,24 @@ def _compact(a: np.ndarray) -> np.ndarray:
     return a[index]
 
 
+def _reshape_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` reshaped without a copy; ValueError when its strides do not allow it."""
+    try:
+        return a.reshape(shape, copy=False)
+    except TypeError:  # numpy < 2.1 has no ``copy=``
+        r = a.reshape(shape)
+        if a.size and not np.may_share_memory(r, a):
+            raise ValueError("reshape needs a copy") from None
+        return r
+
+
+def _sum_of_squares(a: np.ndarray) -> np.ndarray:
+    """Σ a² over the last dim, without an (a * a) temporary."""
+    if hasattr(np, "vecdot"):  # numpy >= 2.0
+        return np.vecdot(a, a)
+    return np.einsum("...i,...i->...", a, a)
+
+
 def _blocks(x: np.ndarray, out: np.ndarray, dim: int):
     """Blocks (x block, out block, axis) of about ``_BLOCK`` elements, each holding whole
     lines along ``dim``, which is ``axis`` of the block. ``out`` is C-contiguous, ``x``'s shape.
@@ -44,7 +62,7 @@ def _blocks(x: np.ndarray, out: np.ndarray, dim: int):
     p = math.prod(x.shape[:dim])
     q = math.prod(x.shape[dim + 1 :])
     try:
-        x3 = x.reshape(p, d, q, copy=False)
+        x3 = _reshape_view(x, (p, d, q))
     except ValueError:
         yield x, out, dim
         return
@@ -100,7 +118,7 @@ def _normalize_rows(x: np.ndarray, out: np.ndarray, eps: float, center: bool):
         src = out
     else:
         src = x
-    rstd = np.vecdot(src, src)[..., None]
+    rstd = _sum_of_squares(src)[..., None]
     rstd *= 1.0 / n if n else np.nan
     rstd += eps
     np.sqrt(rstd, out=rstd)
@@ -204,22 +222,25 @@ class FusedOps:
         b = None if bias is None else view(bias.array, bias_layout).astype(cdt, copy=False)
         w = None if w is None else w.reshape(g, c // g, 1)
         b = None if b is None else b.reshape(g, c // g, 1)
-        per_sample = max(1, c * s)
-        step = max(1, _BLOCK // per_sample)
+        half = x.dtype in HALF_TYPES
+        step = max(1, _BLOCK // max(1, c * s))
         with np.errstate(invalid="ignore", divide="ignore"):
             for i in range(0, n, step):
                 xb = x[i : i + step].astype(cdt, copy=False)
-                rows = xb.reshape(xb.shape[0], g, (c // g) * s)  # a copy only if x was strided
-                ob = np.empty(rows.shape, cdt)
+                nb = xb.shape[0]
+                rows = xb.reshape(nb, g, (c // g) * s)  # a copy only if x was strided
+                target = out[i : i + step].reshape(rows.shape)
+                ob = np.empty(rows.shape, cdt) if half else target
                 mb, rb = _normalize_rows(rows, ob, eps, True)
                 mean[i : i + step] = mb[..., 0]
                 rstd[i : i + step] = rb[..., 0]
-                ob4 = ob.reshape(xb.shape[0], g, c // g, s)
+                ob4 = ob.reshape(nb, g, c // g, s)
                 if w is not None:
                     ob4 *= w
                 if b is not None:
                     ob4 += b
-                out[i : i + step] = ob4.reshape(xb.shape)
+                if half:
+                    target[...] = ob
         return type(self)(out), type(self)(mean), type(self)(rstd)
 
     # -- rotary embeddings --------------------------------------------------------------

@@ -8,7 +8,6 @@ workbench does not own them.
 from __future__ import annotations
 
 
-
 class Counters:
     """Plain attributes: updated on every allocation, so cheaper than a dict."""
 

@@ -13,8 +13,6 @@ import numpy as np
 from ._arrays import F32, HALF_TYPES, contiguous, view
 from .conv import _windows
 
-_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-
 
 def _compute_dtype(a: np.ndarray) -> np.dtype:
     return F32 if a.dtype in HALF_TYPES else a.dtype
@@ -42,53 +40,74 @@ def _avg_divisors(size, kernel, stride, pad, out, include_pad) -> np.ndarray:
     return (np.minimum(end, size) - np.maximum(start, 0)).astype(np.float64)
 
 
-def _segment_sum(v: np.ndarray, index: np.ndarray, size: int, axis: int) -> np.ndarray:
-    """out[.., j, ..] = Σ_{i: index[i] = j} v[.., i, ..] along ``axis``; ``index`` is sorted."""
-    targets = np.arange(size)
-    starts = np.searchsorted(index, targets, "left")
-    hit = np.searchsorted(index, targets, "right") > starts
-    shape = list(v.shape)
-    shape[axis] = size
-    out = np.zeros(shape, v.dtype)
-    if hit.any():
-        where = [slice(None)] * v.ndim
-        where[axis] = hit
-        out[tuple(where)] = np.add.reduceat(v, starts[hit], axis=axis)
+def _along(values: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """A 1-d array shaped to broadcast along ``axis`` of an ``ndim``-d array."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return values.reshape(shape)
+
+
+def _at(ndim: int, axis: int, index) -> tuple:
+    return (slice(None),) * axis + (index,) + (slice(None),) * (ndim - axis - 1)
+
+
+def _repeat_factor(index: np.ndarray, size: int) -> int:
+    """k when ``index`` is [0]*k + [1]*k + ... + [size-1]*k (an integer upscale), else 0."""
+    n = len(index)
+    k = n // size
+    return k if n == k * size and np.array_equal(index, np.arange(n) // k) else 0
+
+
+def _gather(x: np.ndarray, index: np.ndarray, axis: int) -> np.ndarray:
+    """``x`` indexed by ``index`` along ``axis``; an integer upscale is k strided copies."""
+    k = _repeat_factor(index, x.shape[axis])
+    if k == 1:
+        return x
+    if not k:
+        return np.take(x, index, axis)
+    shape = list(x.shape)
+    shape[axis] *= k
+    out = np.empty(shape, x.dtype)
+    for r in range(k):
+        out[_at(x.ndim, axis, slice(r, None, k))] = x
     return out
 
 
-def _adaptive_bounds(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
-    """Window i covers [floor(i·size/out), ceil((i+1)·size/out))."""
-    i = np.arange(out)
-    return (i * size) // out, -((-(i + 1) * size) // out)
+def _segment_sum(v: np.ndarray, index: np.ndarray, size: int, axis: int) -> np.ndarray:
+    """out[.., j, ..] = Σ_{i: index[i] = j} v[.., i, ..] along ``axis``; ``index`` is sorted.
 
-
-def _adaptive_axis(x: np.ndarray, out: int, axis: int) -> np.ndarray:
-    size = x.shape[axis]
-    if size % out == 0:
-        k = size // out
-        return x.reshape(*x.shape[:axis], out, k, *x.shape[axis + 1 :]).mean(axis + 1)
-    starts, ends = _adaptive_bounds(size, out)
-    parts = [
-        x[(slice(None),) * axis + (slice(s, e),)].mean(axis)
-        for s, e in zip(starts, ends, strict=True)
-    ]
-    return np.stack(parts, axis)
-
-
-def _adaptive_axis_backward(g: np.ndarray, size: int, axis: int) -> np.ndarray:
-    out = g.shape[axis]
-    if size % out == 0:
-        k = size // out
-        return np.repeat(g * (1.0 / k), k, axis)
-    shape = list(g.shape)
+    Summed as one gather per rank inside a segment (segments are short): numpy's reductions
+    over tiny segments (reduceat) are an order of magnitude slower.
+    """
+    k = _repeat_factor(index, size)
+    if k:
+        out = v[_at(v.ndim, axis, slice(0, None, k))].copy()
+        for r in range(1, k):
+            out += v[_at(v.ndim, axis, slice(r, None, k))]
+        return out
+    targets = np.arange(size)
+    starts = np.searchsorted(index, targets, "left")
+    counts = np.searchsorted(index, targets, "right") - starts
+    shape = list(v.shape)
     shape[axis] = size
-    grad = np.zeros(shape, g.dtype)
-    starts, ends = _adaptive_bounds(size, out)
-    lead = (slice(None),) * axis
-    for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
-        grad[lead + (slice(s, e),)] += np.expand_dims(g[lead + (i,)] / (e - s), axis)
-    return grad
+    out = np.zeros(shape, v.dtype)
+    last = v.shape[axis] - 1
+    for r in range(int(counts.max(initial=0))):
+        term = np.take(v, np.minimum(starts + r, last), axis)
+        have = counts > r
+        if not have.all():
+            term *= _along(have.astype(v.dtype), v.ndim, axis)
+        out += term
+    return out
+
+
+def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
+    """(out, size) averaging matrix: row i is 1/len over [⌊i·size/out⌋, ⌈(i+1)·size/out⌉)."""
+    i = np.arange(out)[:, None]
+    starts = (i * size) // out
+    ends = -((-(i + 1) * size) // out)
+    j = np.arange(size)[None, :]
+    return (((j >= starts) & (j < ends)) / (ends - starts)).astype(dtype)
 
 
 def _nearest_index(size: int, out: int, scale) -> np.ndarray:
@@ -119,18 +138,25 @@ def _linear_weights(size: int, out: int, align_corners: bool, scale, dtype):
 
 def _lerp_axis(x: np.ndarray, weights, axis: int) -> np.ndarray:
     i0, i1, lam0, lam1 = weights
-    shape = [1] * x.ndim
-    shape[axis] = -1
-    return np.take(x, i0, axis) * lam0.reshape(shape) + np.take(x, i1, axis) * lam1.reshape(shape)
+    out = np.take(x, i0, axis) * _along(lam0, x.ndim, axis)
+    out += np.take(x, i1, axis) * _along(lam1, x.ndim, axis)
+    return out
 
 
 def _lerp_axis_backward(g: np.ndarray, weights, size: int, axis: int) -> np.ndarray:
     i0, i1, lam0, lam1 = weights
-    shape = [1] * g.ndim
-    shape[axis] = -1
-    out = _segment_sum(g * lam0.reshape(shape), i0, size, axis)
-    out += _segment_sum(g * lam1.reshape(shape), i1, size, axis)
+    out = _segment_sum(g * _along(lam0, g.ndim, axis), i0, size, axis)
+    out += _segment_sum(g * _along(lam1, g.ndim, axis), i1, size, axis)
     return out
+
+
+def _avg_scale(in_hw, out_hw, kernel, stride, padding, include_pad, override, dtype):
+    """1 / divisor of each output window (N-independent, (Ho, Wo))."""
+    if override:
+        return dtype.type(1.0 / override)
+    dh = _avg_divisors(in_hw[0], kernel[0], stride[0], padding[0], out_hw[0], include_pad)
+    dw = _avg_divisors(in_hw[1], kernel[1], stride[1], padding[1], out_hw[1], include_pad)
+    return (1.0 / (dh[:, None] * dw[None, :])).astype(dtype)
 
 
 class PoolOps:
@@ -140,39 +166,41 @@ class PoolOps:
     def max_pool2d(self, layout, kernel_size, stride, padding, dilation, output_size):
         """x: (N, C, H, W) -> (values (N, C, Ho, Wo), int64 indices into H·W, as PyTorch).
 
-        NaN wins (and propagates); among equal maxima the first in the window wins.
+        Among equal maxima the first in the window wins; NaN wins (the last one); a window of
+        -inf reports its first real element.
         """
         x = view(self.array, layout)
         ct = _compute_dtype(x)
         n, c, h, w = x.shape
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
         ho, wo = output_size
-        full = (
-            n,
-            c,
-            _full_size(h, ph, ho, sh, dh * (kh - 1) + 1),
-            _full_size(w, pw, wo, sw, dw * (kw - 1) + 1),
-        )
-        win = _windows(
-            _filled(x, full, padding, -np.inf, ct), kernel_size, stride, dilation, output_size
-        )
+        span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+        full = (n, c, _full_size(h, ph, ho, sh, span_h), _full_size(w, pw, wo, sw, span_w))
+        xp = _filled(x, full, padding, -np.inf, ct)
+        win = _windows(xp, kernel_size, stride, dilation, output_size)
+        taps = [(i, j) for i in range(kh) for j in range(kw)]
         rows0 = np.arange(ho) * sh - ph
         cols0 = np.arange(wo) * sw - pw
-        # Windows of -inf report their first real element, as PyTorch does.
-        first_r = rows0 + dh * -(rows0 // dh) * (rows0 < 0)
-        first_c = cols0 + dw * -(cols0 // dw) * (cols0 < 0)
-        best = np.full((n, c, ho, wo), -np.inf, ct)
-        arg = np.empty((n, c, ho, wo), np.int64)
-        arg[...] = first_r[:, None] * w + first_c[None, :]
-        take = np.empty(best.shape, bool)
-        for i in range(kh):
-            for j in range(kw):
-                v = win[:, :, i, j]
-                np.greater(v, best, out=take)
-                take |= np.isnan(v)
-                np.copyto(best, v, where=take)
-                pos = (rows0 + i * dh)[:, None] * w + (cols0 + j * dw)[None, :]
-                np.copyto(arg, pos, where=take)
+
+        def position(i: int, j: int) -> np.ndarray:
+            return (rows0 + i * dh)[:, None] * w + (cols0 + j * dw)[None, :]
+
+        best = win[:, :, 0, 0].copy()
+        for i, j in taps[1:]:
+            np.maximum(best, win[:, :, i, j], out=best)
+        arg = np.empty(best.shape, np.int64)
+        hit = np.empty(best.shape, bool)
+        for i, j in reversed(taps):  # the first tap equal to the maximum is written last
+            np.equal(win[:, :, i, j], best, out=hit)
+            np.copyto(arg, position(i, j), where=hit)
+        if np.isnan(best).any():
+            for i, j in taps:
+                np.copyto(arg, position(i, j), where=np.isnan(win[:, :, i, j]))
+        if np.isneginf(best).any():
+            first_r = rows0 + dh * -(rows0 // dh) * (rows0 < 0)
+            first_c = cols0 + dw * -(cols0 // dw) * (cols0 < 0)
+            first = first_r[:, None] * w + first_c[None, :]
+            np.copyto(arg, first, where=np.isneginf(best))
         return type(self)(contiguous(best, x.dtype)), type(self)(arg)
 
     def max_pool2d_backward(self, layout, indices, indices_layout, input_size):
@@ -181,7 +209,7 @@ class PoolOps:
         idx = view(indices.array, indices_layout)
         n, c = g.shape[:2]
         plane = input_size[0] * input_size[1]
-        flat = idx.reshape(n * c, -1) + (np.arange(n * c) * plane)[:, None]
+        flat = idx.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
         weights = g.reshape(-1).astype(np.float64, copy=False)
         out = np.bincount(flat.ravel(), weights=weights, minlength=n * c * plane)
         return type(self)(contiguous(out.reshape(n, c, *input_size), g.dtype))
@@ -204,16 +232,17 @@ class PoolOps:
         ho, wo = output_size
         full = (n, c, _full_size(h, ph, ho, sh, kh), _full_size(w, pw, wo, sw, kw))
         win = _windows(_filled(x, full, padding, 0, ct), kernel_size, stride, (1, 1), output_size)
-        out = np.zeros((n, c, ho, wo), ct)
+        out = win[:, :, 0, 0].copy()
         for i in range(kh):
             for j in range(kw):
-                out += win[:, :, i, j]
-        out *= self._avg_scale(
-            x.shape,
+                if i or j:
+                    out += win[:, :, i, j]
+        out *= _avg_scale(
+            (h, w),
+            output_size,
             kernel_size,
             stride,
             padding,
-            output_size,
             count_include_pad,
             divisor_override,
             ct,
@@ -236,12 +265,12 @@ class PoolOps:
         n, c, ho, wo = g.shape
         h, w = input_size
         (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
-        scaled = g.astype(ct, copy=False) * self._avg_scale(
-            (n, c, h, w),
+        scaled = g.astype(ct) * _avg_scale(
+            input_size,
+            (ho, wo),
             kernel_size,
             stride,
             padding,
-            (ho, wo),
             count_include_pad,
             divisor_override,
             ct,
@@ -252,27 +281,32 @@ class PoolOps:
                 full[:, :, i : i + sh * (ho - 1) + 1 : sh, j : j + sw * (wo - 1) + 1 : sw] += scaled
         return type(self)(contiguous(full[:, :, ph : ph + h, pw : pw + w], g.dtype))
 
-    @staticmethod
-    def _avg_scale(shape, kernel, stride, padding, out, include_pad, override, dtype):
-        if override:
-            return dtype.type(1.0 / override)
-        dh = _avg_divisors(shape[2], kernel[0], stride[0], padding[0], out[0], include_pad)
-        dw = _avg_divisors(shape[3], kernel[1], stride[1], padding[1], out[1], include_pad)
-        return (1.0 / (dh[:, None] * dw[None, :])).astype(dtype)
-
     # -- adaptive pooling --------------------------------------------------------------
     def adaptive_avg_pool2d(self, layout, output_size):
-        """Mean over window i = [⌊i·H/Ho⌋, ⌈(i+1)·H/Ho⌉) (and the same along W)."""
+        """Mean over window i = [⌊i·H/Ho⌋, ⌈(i+1)·H/Ho⌉) (and the same along W), as
+        A_H @ x @ A_Wᵀ with averaging matrices."""
         x = view(self.array, layout)
         ct = _compute_dtype(x)
-        out = _adaptive_axis(x.astype(ct, copy=False), output_size[1], 3)
-        return type(self)(contiguous(_adaptive_axis(out, output_size[0], 2), x.dtype))
+        n, c, h, w = x.shape
+        ho, wo = output_size
+        out = x.astype(ct, copy=False)
+        if wo != w:
+            out = (out.reshape(n * c * h, w) @ _adaptive_matrix(w, wo, ct).T).reshape(n, c, h, wo)
+        if ho != h:
+            out = _adaptive_matrix(h, ho, ct) @ out
+        return type(self)(contiguous(out, x.dtype))
 
     def adaptive_avg_pool2d_backward(self, layout, input_size):
         g = view(self.array, layout)
         ct = _compute_dtype(g)
-        grad = _adaptive_axis_backward(g.astype(ct, copy=False), input_size[0], 2)
-        return type(self)(contiguous(_adaptive_axis_backward(grad, input_size[1], 3), g.dtype))
+        n, c, ho, wo = g.shape
+        h, w = input_size
+        grad = g.astype(ct, copy=False)
+        if ho != h:
+            grad = _adaptive_matrix(h, ho, ct).T @ grad
+        if wo != w:
+            grad = (grad.reshape(n * c * h, wo) @ _adaptive_matrix(w, wo, ct)).reshape(n, c, h, w)
+        return type(self)(contiguous(grad, g.dtype))
 
     # -- upsampling --------------------------------------------------------------------
     def upsample_nearest2d(self, layout, output_size, scales):
@@ -281,35 +315,39 @@ class PoolOps:
         x = view(self.array, layout)
         rows = _nearest_index(x.shape[2], output_size[0], scales[0])
         cols = _nearest_index(x.shape[3], output_size[1], scales[1])
-        return type(self)(contiguous(x[:, :, rows[:, None], cols[None, :]]))
+        return type(self)(contiguous(_gather(_gather(x, rows, 2), cols, 3)))
 
     def upsample_nearest2d_backward(self, layout, input_size, scales):
         g = view(self.array, layout)
         ct = _compute_dtype(g)
         rows = _nearest_index(input_size[0], g.shape[2], scales[0])
         cols = _nearest_index(input_size[1], g.shape[3], scales[1])
-        grad = _segment_sum(g.astype(ct, copy=False), cols, input_size[1], 3)
-        return type(self)(contiguous(_segment_sum(grad, rows, input_size[0], 2), g.dtype))
+        grad = _segment_sum(g.astype(ct, copy=False), rows, input_size[0], 2)
+        return type(self)(contiguous(_segment_sum(grad, cols, input_size[1], 3), g.dtype))
 
     def upsample_bilinear2d(self, layout, output_size, align_corners: bool, scales):
         """Separable linear interpolation, PyTorch's source index:
-        align_corners: src = i·(H-1)/(Ho-1); else src = max((i + ½)·scale - ½, 0)."""
+        align_corners: src = i·(H-1)/(Ho-1); else src = max((i + ½)·scale - ½, 0).
+        An axis whose size does not change is copied as is (whatever the scale), as PyTorch."""
         x = view(self.array, layout)
         ct = _compute_dtype(x)
-        h, w = x.shape[2:]
-        wy = _linear_weights(h, output_size[0], align_corners, scales[0], ct)
-        wx = _linear_weights(w, output_size[1], align_corners, scales[1], ct)
-        out = _lerp_axis(_lerp_axis(x.astype(ct, copy=False), wx, 3), wy, 2)
+        out = x.astype(ct, copy=False)
+        for axis in (3, 2):
+            size, new = x.shape[axis], output_size[axis - 2]
+            if new != size:
+                weights = _linear_weights(size, new, align_corners, scales[axis - 2], ct)
+                out = _lerp_axis(out, weights, axis)
         return type(self)(contiguous(out, x.dtype))
 
     def upsample_bilinear2d_backward(self, layout, input_size, align_corners: bool, scales):
         g = view(self.array, layout)
         ct = _compute_dtype(g)
-        ho, wo = g.shape[2:]
-        wy = _linear_weights(input_size[0], ho, align_corners, scales[0], ct)
-        wx = _linear_weights(input_size[1], wo, align_corners, scales[1], ct)
-        grad = _lerp_axis_backward(g.astype(ct, copy=False), wy, input_size[0], 2)
-        grad = _lerp_axis_backward(grad, wx, input_size[1], 3)
+        grad = g.astype(ct, copy=False)
+        for axis in (2, 3):
+            size, new = input_size[axis - 2], g.shape[axis]
+            if new != size:
+                weights = _linear_weights(size, new, align_corners, scales[axis - 2], ct)
+                grad = _lerp_axis_backward(grad, weights, size, axis)
         return type(self)(contiguous(grad, g.dtype))
 
     # -- padding -----------------------------------------------------------------------
@@ -318,23 +356,32 @@ class PoolOps:
         (a negative pad crops); ``reflect`` mirrors without the edge; ``replicate`` repeats the
         edge; ``circular`` wraps around."""
         x = view(self.array, layout)
-        if mode != "constant":
-            return type(self)(contiguous(np.pad(x, pads, mode=_PAD_MODES[mode])))
-        x = x[
-            tuple(
-                slice(max(-lo, 0), s - max(-hi, 0))
-                for s, (lo, hi) in zip(x.shape, pads, strict=True)
-            )
-        ]
-        shape = tuple(
-            s + max(lo, 0) + max(hi, 0) for s, (lo, hi) in zip(x.shape, pads, strict=True)
-        )
-        out = np.full(shape, value, x.dtype)
-        out[
-            tuple(
-                slice(max(lo, 0), max(lo, 0) + s) for s, (lo, _) in zip(x.shape, pads, strict=True)
-            )
-        ] = x
+        shapes = zip(x.shape, pads, strict=True)
+        x = x[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in shapes)]  # crops
+        pads = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pads)
+        shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pads, strict=True))
+        out = np.full(shape, value, x.dtype) if mode == "constant" else np.empty(shape, x.dtype)
+        out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape, pads, strict=True))] = x
+        if mode == "constant":
+            return type(self)(out)
+        # fill the borders dim by dim from what is already in place (corners included)
+        for axis, ((lo, hi), size) in enumerate(zip(pads, x.shape, strict=True)):
+            end = lo + size
+
+            def at(start, stop, step=1, axis=axis):
+                return _at(out.ndim, axis, slice(start, stop, step))
+
+            if mode == "reflect":
+                stop = end - 2 - hi
+                left, right = at(2 * lo, lo, -1), at(end - 2, None if stop < 0 else stop, -1)
+            elif mode == "replicate":
+                left, right = at(lo, lo + 1), at(end - 1, end)
+            else:  # circular
+                left, right = at(size, size + lo), at(lo, lo + hi)
+            if lo:
+                out[at(0, lo)] = out[left]
+            if hi:
+                out[at(end, end + hi)] = out[right]
         return type(self)(out)
 
     def pad_backward(self, layout, pads, mode: str):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import BackendStorage
-from .memory import COUNTERS as _COUNTERS
 from ._arrays import NUMPY_BY_NAME, view
 from .conv import ConvOps
 from .elementwise import ElementwiseOps
 from .fused import FusedOps
 from .indexing import IndexingOps
 from .matmul import MatmulOps
+from .memory import COUNTERS as _COUNTERS
 from .pool import PoolOps
 from .reduce import ReduceOps
 

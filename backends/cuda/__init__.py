@@ -1,31 +1,63 @@
-"""The CUDA backend (pycuda driver API, kernels from ``workbench.kernels/cuda``).
+"""The CUDA backend: pycuda's driver API, kernels from ``kernels/cuda``, matmul through cuBLAS.
 
-Until its storage lands, the backend only reports why it cannot be used.
+``is_available()`` -> ``(ok, reason)``; ``device_count()``; ``synchronize(index)``; the memory
+API (``memory_stats``, ``reset_peak_memory_stats``, ``clear_cache``) reports each device's
+caching pool; ``device_timer(index)`` gives the profiler per-op device times from CUDA events;
+``set_allow_tf32(True)`` lets f32 matmuls use TF32 tensor cores.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from . import driver as _driver
+from .runtime import DeviceTimer, runtime
+from .storage import CudaStorage as Storage
 
 
-@lru_cache(maxsize=1)
 def is_available() -> tuple[bool, str]:
+    """pycuda imports, the driver initialises and reports at least one device."""
     try:
-        import pycuda.driver as driver
-    except ImportError as err:
-        return False, f"pycuda cannot be imported ({err}); install workbench[cuda] on a machine with an NVIDIA driver"
-    try:
-        driver.init()
-        if driver.Device.count() == 0:
-            return False, "the NVIDIA driver reports no CUDA device"
-    except driver.Error as err:
-        return False, f"the CUDA driver failed to initialise: {err}"
-    return False, "the CUDA storage is not implemented yet in this version of workbench"
+        count = _driver.get_driver().device_count()
+    except RuntimeError as err:
+        return False, str(err)
+    if count == 0:
+        return False, "the NVIDIA driver reports no CUDA device"
+    return True, ""
 
 
 def device_count() -> int:
-    return 0
+    try:
+        return _driver.get_driver().device_count()
+    except RuntimeError:
+        return 0
 
 
 def synchronize(index: int = 0) -> None:
-    """Nothing can be queued: no CUDA storage exists yet."""
+    """Wait for all work queued on device ``index``."""
+    runtime().driver.synchronize(index)
+
+
+def memory_stats(index: int = 0) -> dict[str, int]:
+    """The pool's active, peak and cached bytes (and allocation counts) on device ``index``."""
+    return runtime().pool(index).stats()
+
+
+def reset_peak_memory_stats(index: int = 0) -> None:
+    runtime().pool(index).reset_peak()
+
+
+def clear_cache(index: int = 0) -> None:
+    """Give the pool's unused blocks back to the driver."""
+    runtime().pool(index).clear_cache()
+
+
+def device_timer(index: int = 0) -> DeviceTimer:
+    return DeviceTimer(runtime(), index)
+
+
+def set_allow_tf32(allow: bool) -> None:
+    """Let f32 matmuls round their inputs to TF32 on tensor cores (faster, ~1e-3 relative)."""
+    runtime().allow_tf32 = bool(allow)
+
+
+__all__ = ["Storage", "is_available", "device_count", "synchronize", "memory_stats",
+           "reset_peak_memory_stats", "clear_cache", "device_timer", "set_allow_tf32"]  # fmt: skip

@@ -16,7 +16,10 @@ def is_available() -> tuple[bool, str]:
     try:
         import Metal  # noqa: F401
     except ImportError as err:
-        return False, f"PyObjC's Metal framework cannot be imported ({err}); install workbench[metal]"
+        return (
+            False,
+            f"PyObjC's Metal framework cannot be imported ({err}); install workbench[metal]",
+        )
     return False, "the Metal storage is not implemented yet in this version of workbench"
 
 

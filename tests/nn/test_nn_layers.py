@@ -171,6 +171,17 @@ def test_embedding_matches_torch():
     check_layer(nn.Embedding(5, 3), torch.nn.Embedding(5, 3), [ids])
 
 
+def test_embedding_padding_idx_matches_torch():
+    torch.manual_seed(0)
+    ids = np.array([[1, 0, 3], [0, 2, 2]])
+    t = torch.nn.Embedding(4, 3, padding_idx=0)
+    with torch.no_grad():
+        t.weight[0] = 0.5  # a non-zero padding row still comes out as is
+    m = nn.Embedding(4, 3, padding_idx=0)
+    np.testing.assert_array_equal(m.weight.numpy()[0], np.zeros(3))
+    check_layer(m, t, [ids])
+
+
 def test_batch_norm_running_stats_and_eval():
     torch.manual_seed(0)
     t = torch.nn.BatchNorm2d(3, momentum=0.2)

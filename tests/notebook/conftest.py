@@ -52,9 +52,10 @@ class DummyCommManager:
 
 @pytest.fixture(scope="session")
 def shell():
-    """IPython's test shell; HTML output enabled as in a notebook kernel."""
+    """IPython's test shell; HTML and PNG output enabled as in a notebook kernel."""
     ip = get_ipython()
-    ip.display_formatter.formatters["text/html"].enabled = True
+    for mime in ("text/html", "image/png"):
+        ip.display_formatter.formatters[mime].enabled = True
     return ip
 
 

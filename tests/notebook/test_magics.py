@@ -77,6 +77,14 @@ def test_auto_mode_over_comm(shell, ext):
     comm.close()
     run(shell, "z3 = z + 1")
     assert len(comm.sent) == 2  # a closed comm is forgotten
+    third = manager.open(COMM_TARGET)
+    with capture_output() as captured:
+        run(shell, CELL.format(args=""), cell_id="c4")
+    assert len(_payloads(captured)) == 1  # %%wb_profile still emits its output in auto mode
+    (message,) = third.sent  # and auto mode still sees the cell's ops
+    assert message["payload"]["cell_id"] == "c4"
+    assert "matmul" in {r["name"] for r in message["payload"]["rows"]}
+    third.close()
     run(shell, "%wb_profile auto off")
     other = manager.open(COMM_TARGET)
     run(shell, "z4 = z + 1")
@@ -99,3 +107,12 @@ def test_wb_devices(shell, ext):
     table = shell.run_line_magic("wb_devices", "")
     assert table.rows[0]["device"] == "cpu" and table.rows[0]["backend"] == "cpu"
     assert "active" in repr(table) and "<table" in table._repr_html_()
+
+
+def test_wb_timeit_cell_and_usage(shell, ext):
+    shell.user_ns["wb"] = __import__("workbench")
+    with capture_output():
+        result = shell.run_cell_magic("wb_timeit", "-n 2 -r 1 -o", "a = wb.ones(3)\nb = a * 2")
+    assert result.loops == 2 and len(result.runs) == 1
+    with pytest.raises(UsageError):
+        shell.run_line_magic("wb_timeit", "-n 2")

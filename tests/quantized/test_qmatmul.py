@@ -6,19 +6,20 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench.errors import ShapeError
+from workbench.errors import DTypeError, ShapeError
 from workbench.quantized import GgmlDType, QMatMul, QTensor
 
 
 @pytest.mark.parametrize("t", list(GgmlDType))
 @pytest.mark.parametrize("tile_rows", [None, 7])
-def test_matches_dequantized_matmul(t, tile_rows):
+@pytest.mark.parametrize("batch", [1, 3])  # 1: the integer-levels path, 3: f32 tiles + BLAS
+def test_matches_dequantized_matmul(t, tile_rows, batch):
     rng = np.random.default_rng(0)
     w = QTensor.quantize(rng.standard_normal((45, 512)).astype(np.float32), t)
-    x = rng.standard_normal((3, 512)).astype(np.float32)
+    x = rng.standard_normal((batch, 512)).astype(np.float32)
     ref = x @ w.dequantize_numpy().T
     got = QMatMul(w, tile_rows=tile_rows)(x)
-    assert got.shape == (3, 45) and got.dtype == np.float32
+    assert got.shape == (batch, 45) and got.dtype == np.float32
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
 
 
@@ -50,3 +51,5 @@ def test_errors():
         QMatMul(QTensor.quantize(np.zeros(64, np.float32), "Q8_0"))
     with pytest.raises(TypeError):
         QMatMul(np.zeros((4, 64), np.float32))
+    with pytest.raises(DTypeError):
+        QMatMul(w)(wb.from_numpy(np.zeros((2, 64), np.int32)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..ops import elementwise as ew
 from ..ops import indexing
 from ..tensor import Tensor
 from . import init
@@ -11,7 +12,9 @@ from .module import Module
 
 class Embedding(Module):
     """ids (...) -> vectors (..., embedding_dim); ``weight``: (num_embeddings, embedding_dim),
-    initialised N(0, 1) as in PyTorch (``vb.get(..., "weight")`` with a builder)."""
+    initialised N(0, 1) as in PyTorch (``vb.get(..., "weight")`` with a builder).
+
+    ``padding_idx``: that row starts at zeros and never receives a gradient."""
 
     def __init__(
         self,
@@ -38,7 +41,12 @@ class Embedding(Module):
         self.register_parameter("weight", weight)
 
     def forward(self, ids: Tensor) -> Tensor:
-        return indexing.embedding(self.weight, ids)
+        out = indexing.embedding(self.weight, ids)
+        if self.padding_idx is None or not out.requires_grad:
+            return out
+        # Same values; the padding row gets no gradient (as PyTorch).
+        keep = (ids != self.padding_idx).unsqueeze(-1)
+        return ew.where(keep, out, out.detach())
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"

@@ -27,15 +27,24 @@ def _esc(value: object) -> str:
 
 
 def host_sample(t) -> tuple[np.ndarray, bool]:
-    """Up to ``SAMPLE`` evenly spaced values of ``t`` as a flat float/int numpy array on the host,
-    and whether it was sampled. Big CPU tensors are sampled without copying the whole buffer."""
-    values = t.detach().numpy() if t.device.is_cpu else t.detach().to("cpu").numpy()
+    """Up to ``SAMPLE`` evenly spaced values of ``t`` as a flat numpy array on the host, and
+    whether it was sampled. Big tensors are sampled before anything is copied: on the CPU by
+    indexing the numpy view, elsewhere with a strided slice on the device, so only the sample
+    crosses to the host."""
+    t = t.detach()
+    sampled = t.numel > SAMPLE
+    if t.device.is_cpu:
+        values = t.numpy()
+        if sampled:
+            values = values.flat[np.linspace(0, values.size - 1, SAMPLE).astype(np.int64)]
+    else:
+        flat = t.reshape(-1)
+        if sampled:
+            flat = flat[:: -(-flat.numel // SAMPLE)]
+        values = flat.to("cpu").numpy()
     if values.dtype.name == "bfloat16":
         values = values.astype(np.float32)
-    if values.size <= SAMPLE:
-        return values.reshape(-1), False
-    index = np.linspace(0, values.size - 1, SAMPLE).astype(np.int64)
-    return values.flat[index], True
+    return values.reshape(-1), sampled
 
 
 def stats(flat: np.ndarray) -> dict:

@@ -34,15 +34,6 @@ def _profile_parser() -> _Parser:
     return parser
 
 
-def _timeit_parser() -> _Parser:
-    parser = _Parser(prog="%wb_timeit", add_help=False)
-    parser.add_argument("-n", type=int, default=0, help="loops per run (0: pick)")
-    parser.add_argument("-r", type=int, default=5, help="runs")
-    parser.add_argument("-o", action="store_true", help="return the TimeitResult")
-    parser.add_argument("stmt", nargs=argparse.REMAINDER)
-    return parser
-
-
 class TimeitResult:
     """Per-loop seconds of each run (the device synchronized after every loop batch)."""
 
@@ -105,8 +96,12 @@ class WorkbenchMagics(Magics):
         args = _profile_parser().parse_args(shlex.split(line))
         timings = self.state.timings
         profile = Profile()
-        with profile:
-            value = self._run(cell)
+        try:
+            with profile:
+                value = self._run(cell)
+        finally:
+            if timings.profiling is not None:  # auto mode sees this cell's ops too
+                timings.profiling.events.extend(profile.events)
         payload = profile.timings_payload(timings.cell_id, timings.execution_count)
         print(profile.table(rows=args.n, sort=args.sort))
         totals = payload["totals"]
@@ -130,8 +125,13 @@ class WorkbenchMagics(Magics):
     def wb_timeit(self, line: str, cell: str | None = None):
         """``%wb_timeit [-n N] [-r R] [-o] stmt`` (or a cell): like ``%timeit``, but waits for
         every GPU after each batch of loops so that queued device work is counted."""
-        args = _timeit_parser().parse_args(shlex.split(line, posix=False))
-        source = cell if cell is not None else " ".join(args.stmt)
+        opts, stmt = self.parse_options(line, "n:r:o", posix=False, strict=False)
+        loops, runs = int(opts.get("n", 0)), int(opts.get("r", 5))
+        source = cell if cell is not None else stmt
+        if not source.strip():
+            from IPython.core.error import UsageError
+
+            raise UsageError("usage: %wb_timeit [-n N] [-r R] [-o] statement")
         code = compile(self.shell.transform_cell(source), "<wb_timeit>", "exec")
         ns = self.shell.user_ns
         devices = available()
@@ -143,14 +143,13 @@ class WorkbenchMagics(Magics):
             synchronize_all(devices)
             return time.perf_counter() - start
 
-        loops = args.n
         if loops <= 0:
             loops = 1
             while run(loops) < 0.2 and loops < 10**7:
                 loops *= 10
-        result = TimeitResult(loops, [run(loops) / loops for _ in range(max(1, args.r))])
+        result = TimeitResult(loops, [run(loops) / loops for _ in range(max(1, runs))])
         print(result)
-        return result if args.o else None
+        return result if "o" in opts else None
 
     # -- devices, memory, gallery ----------------------------------------------------------
     @line_magic

@@ -81,6 +81,11 @@ class Timings:
                 )
             )
 
+    @property
+    def profiling(self) -> Profile | None:
+        """Auto mode's profile of the running cell, if any."""
+        return self._profile
+
     def stop(self) -> None:
         """Leave auto mode, restoring the profiler hook if a cell is being profiled."""
         self.auto = False

@@ -31,10 +31,6 @@ def _ints(name: str, what: str, value, nd: int, minimum: int) -> tuple[int, ...]
     return values
 
 
-def _pairs(nd: int, values) -> tuple[tuple[int, int], ...]:
-    return tuple((v, v) for v in values) if nd == 2 else ((0, 0), (values[0], values[0]))
-
-
 def _as2d(nd: int, seq, fill):
     """Spatial parameters of a 1-d op as the 2-d op's, with ``fill`` for the unit height."""
     return tuple(seq) if nd == 2 else (fill, *seq)

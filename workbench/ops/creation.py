@@ -171,7 +171,11 @@ def arange(
         is_int = all(isinstance(v, int) for v in (start, end, step))
         dtype = dt.i64 if is_int else dt.f32
     dtype = dt.dtype(dtype)
-    return _host(np.arange(start, end, step, dtype=np.float64 if dtype.is_floating_point else None), dtype, device)
+    return _host(
+        np.arange(start, end, step, dtype=np.float64 if dtype.is_floating_point else None),
+        dtype,
+        device,
+    )
 
 
 def linspace(start: float, end: float, steps: int, dtype=dt.f32, device=None) -> Tensor:

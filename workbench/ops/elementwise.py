@@ -17,6 +17,7 @@ from ..tensor import Tensor, make
 from ._helpers import broadcast_shapes, describe, new, promote, scalar_operand, sum_to_shape
 
 _contiguous = Layout.contiguous_cached
+_new = object.__new__
 
 
 def _unary(name: str, x: Tensor, backward=None, float_only: bool = True) -> Tensor:
@@ -120,8 +121,10 @@ def gelu_erf(x: Tensor) -> Tensor:
     return _unary(
         "gelu_erf",
         x,
-        lambda g, x, out: g
-        * ((erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5 + x * exp(x * x * -0.5) * inv_sqrt_2pi),
+        lambda g, x, out: (
+            g
+            * ((erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5 + x * exp(x * x * -0.5) * inv_sqrt_2pi)
+        ),
     )
 
 
@@ -320,7 +323,14 @@ def _binary_impl(name: str, a, b, backward) -> Tensor:
             la = la.broadcast_to(shape)
         if lb.shape != shape:
             lb = lb.broadcast_to(shape)
-    out = make(a._storage.binary(name, la, b._storage, lb), _contiguous(shape), a.dtype, a.device)
+    # make(), inlined: this is the hottest path of all
+    out = _new(Tensor)
+    out._storage = a._storage.binary(name, la, b._storage, lb)
+    out._layout = _contiguous(shape)
+    out.dtype = a.dtype
+    out.device = a.device
+    out.requires_grad = False
+    out._node = out.grad = out._base = None
     if GRAD_MODE.enabled and (a.requires_grad or b.requires_grad) and backward is not None:
         record(
             out,
@@ -422,7 +432,9 @@ def _remainder_grad(g, a, b, out):
 
 
 def _no_grad2(g, a, b, out):
-    return (g * 0.0 if isinstance(a, Tensor) else None), (g * 0.0 if isinstance(b, Tensor) else None)
+    return (g * 0.0 if isinstance(a, Tensor) else None), (
+        g * 0.0 if isinstance(b, Tensor) else None
+    )
 
 
 def _true_div_operands(a, b):
@@ -436,18 +448,25 @@ def _true_div_operands(a, b):
     return a, b
 
 
+# The four arithmetic ops skip ``_binary`` (one call less) when no profiler listens.
 @hot_op
 def add(a, b) -> Tensor:
+    if HOOK.active is None:
+        return _binary_impl("add", a, b, _add_grad)
     return _binary("add", a, b, _add_grad)
 
 
 @hot_op
 def sub(a, b) -> Tensor:
+    if HOOK.active is None:
+        return _binary_impl("sub", a, b, _sub_grad)
     return _binary("sub", a, b, _sub_grad)
 
 
 @hot_op
 def mul(a, b) -> Tensor:
+    if HOOK.active is None:
+        return _binary_impl("mul", a, b, _mul_grad)
     return _binary("mul", a, b, _mul_grad)
 
 
@@ -573,7 +592,8 @@ def where(condition: Tensor, x, y) -> Tensor:
     device = condition.device
     if ref is None:
         dtype = dt.promote_types(
-            dt.DEFAULT_FOR_CATEGORY[dt.scalar_category(x)], dt.DEFAULT_FOR_CATEGORY[dt.scalar_category(y)]
+            dt.DEFAULT_FOR_CATEGORY[dt.scalar_category(x)],
+            dt.DEFAULT_FOR_CATEGORY[dt.scalar_category(y)],
         )
     else:
         dtype = ref.dtype
@@ -584,7 +604,10 @@ def where(condition: Tensor, x, y) -> Tensor:
             dtype = dt.result_type_with_scalar(dtype, other)
     xt = x if isinstance(x, Tensor) else full((), fill_value=x, dtype=dtype, device=device)
     yt = y if isinstance(y, Tensor) else full((), fill_value=y, dtype=dtype, device=device)
-    xt, yt = (xt if xt.dtype is dtype else to_dtype(xt, dtype)), (yt if yt.dtype is dtype else to_dtype(yt, dtype))
+    xt, yt = (
+        (xt if xt.dtype is dtype else to_dtype(xt, dtype)),
+        (yt if yt.dtype is dtype else to_dtype(yt, dtype)),
+    )
     if condition.dtype is not dt.bool_:
         condition = condition != 0
     shape = broadcast_shapes("where", condition.shape, xt.shape, yt.shape)

@@ -1,7 +1,8 @@
 """Fused ops: softmax, log-softmax, layer/RMS/group norm, rotary embeddings and scaled
 dot-product attention.
 
-Each forward is ONE backend call (so a device can run it as a single kernel). Unlike candle,
+Each forward is ONE backend call (so a device can run it as a single kernel); softmax hands
+its ``dim`` to the backend as is, so no transpose or copy is needed. Unlike candle,
 every one has a backward pass, built from ordinary ops so it runs on any device. The norms get
 their per-row statistics (mean, rstd) back from the forward and reuse them; attention reuses
 its probabilities. f16/bf16 statistics, probabilities and gradients are computed in f32.

@@ -77,7 +77,8 @@ def _old_value(dst: Tensor, reads_old: bool) -> Tensor:
 
 
 def _inplace(name: str, fn, dst: Tensor, other, reads_old: bool = False) -> Tensor:
-    reads_old = reads_old and isinstance(other, Tensor) and (dst.requires_grad or other.requires_grad)
+    if reads_old:
+        reads_old = isinstance(other, Tensor) and (dst.requires_grad or other.requires_grad)
     result = fn(_old_value(dst, reads_old), other)
     return _write(name, dst, result)
 

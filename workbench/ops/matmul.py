@@ -23,15 +23,15 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.dtype is not b.dtype or a.device is not b.device:
         a, b, _ = promote("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
-        raise ShapeError(f"matmul: both operands need at least 1 dim: {describe(a)} @ {describe(b)}")
+        raise ShapeError(
+            f"matmul: both operands need at least 1 dim: {describe(a)} @ {describe(b)}"
+        )
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
     m, k = a2.shape[-2:]
     k2, n = b2.shape[-2:]
     if k != k2:
-        raise ShapeError(
-            f"matmul: inner dims differ: {describe(a)} @ {describe(b)} ({k} vs {k2})"
-        )
+        raise ShapeError(f"matmul: inner dims differ: {describe(a)} @ {describe(b)} ({k} vs {k2})")
     batch = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
     la = a2._layout.broadcast_to((*batch, m, k))
     lb = b2._layout.broadcast_to((*batch, k, n))

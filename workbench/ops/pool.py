@@ -17,19 +17,9 @@ from ..autograd import record
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from ._helpers import describe, new
+from .conv import _as2d, _ints, _layout2d
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
-
-
-def _ints(name: str, what: str, value, nd: int, minimum: int) -> tuple[int, ...]:
-    values = (value,) * nd if isinstance(value, int) else tuple(value)
-    if len(values) == 1:
-        values = values * nd
-    if len(values) != nd or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise ShapeError(f"{name}: {what} must be an int or {nd} ints, found {value!r}")
-    if any(v < minimum for v in values):
-        raise ShapeError(f"{name}: {what} must be >= {minimum}, found {value!r}")
-    return values
 
 
 def _stride(name: str, stride, kernel: tuple[int, ...]) -> tuple[int, ...]:
@@ -37,10 +27,6 @@ def _stride(name: str, stride, kernel: tuple[int, ...]) -> tuple[int, ...]:
     if stride is None or (not isinstance(stride, int) and len(stride) == 0):
         return kernel
     return _ints(name, "stride", stride, len(kernel), 1)
-
-
-def _as2d(nd: int, seq, fill) -> tuple:
-    return tuple(seq) if nd == 2 else (fill, *seq)
 
 
 def _spatial(name: str, nd: int, x: Tensor, float_only: bool = True) -> tuple[Tensor, bool]:
@@ -55,10 +41,6 @@ def _spatial(name: str, nd: int, x: Tensor, float_only: bool = True) -> tuple[Te
     if x.ndim == nd + 1:
         return x.unsqueeze(0), True
     return x, False
-
-
-def _layout2d(nd: int, t: Tensor):
-    return t._layout if nd == 2 else t._layout.unsqueeze(2)
 
 
 def _shape_nd(nd: int, lead: tuple[int, ...], size2: tuple[int, int]) -> tuple[int, ...]:

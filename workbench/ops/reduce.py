@@ -15,6 +15,9 @@ from .elementwise import eq, exp, log, sqrt, to_dtype, where
 
 def _reduce(name: str, x: Tensor, dims, keepdim: bool, dtype: dt.DType) -> Tensor:
     shape = x.shape
+    if x.ndim == 0:  # a scalar reduces to itself over its only (virtual) dim
+        norm_dims(dims, 1, name)
+        return new(x._storage.reduce(name, x._layout, (), False, dtype.name), (), dtype, x.device)
     dims = norm_dims(dims, x.ndim, name)
     out_shape = tuple(
         1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims
@@ -148,7 +151,9 @@ def var(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1) -> Tens
     n = math.prod(x.shape[d] for d in dims)
     centered = x - mean(x, dims, keepdim=True)
     denominator = n - correction
-    return sum(centered * centered, dims, keepdim) * (1.0 / denominator if denominator > 0 else math.nan)
+    return sum(centered * centered, dims, keepdim) * (
+        1.0 / denominator if denominator > 0 else math.nan
+    )
 
 
 @op

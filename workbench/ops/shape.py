@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from .._oprecord import op
 from ..autograd import record
+from ..dtype import promote_types
 from ..errors import ShapeError
 from ..layout import Layout
 from ..tensor import Tensor, make
-from ..dtype import promote_types
 from ._helpers import describe, norm_dim, norm_dims, same_device
 
 

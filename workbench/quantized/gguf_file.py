@@ -114,6 +114,7 @@ class _Cursor:
 
     def __init__(self, buf: np.ndarray, path: str, wide: bool):
         self.buf, self.size, self.path, self.wide, self.pos = buf, buf.size, path, wide, 0
+        self.view = memoryview(buf)  # slicing a memoryview is far cheaper than a memmap
 
     def error(self, field: str, problem: str) -> GgufError:
         return GgufError(self.path, field, problem)
@@ -135,7 +136,7 @@ class _Cursor:
 
     def unpack(self, fmt: str, field: str) -> Any:
         start = self.take(struct.calcsize(fmt), field)
-        return struct.unpack_from(fmt, self.buf, start)[0]
+        return struct.unpack_from(fmt, self.view, start)[0]
 
     def u32(self, field: str) -> int:
         return self.unpack("<I", field)
@@ -159,8 +160,29 @@ class _Cursor:
                 f"{self.left} bytes left in the file",
             )
         start = self.take(n, field)
-        # Trailing NULs and invalid UTF-8 both occur in real files (as candle notes).
-        return self.buf[start : start + n].tobytes().rstrip(b"\0").decode("utf-8", "replace")
+        return _decode(self.view[start : start + n].tobytes())
+
+    def strings(self, count: int, field: str) -> list[str]:
+        """``count`` strings in a row (a tokenizer's vocabulary: keep this loop tight)."""
+        view, pos, size, width = self.view, self.pos, self.size, self.len_size
+        read_len = struct.Struct("<Q" if self.wide else "<I").unpack_from
+        out = []
+        for i in range(count):
+            if width > size - pos:
+                self.pos = pos
+                self.take(width, f"{field}[{i}] (string length)")  # raises
+            (n,) = read_len(view, pos)
+            pos += width
+            if n > size - pos:
+                raise self.error(
+                    f"{field}[{i}]",
+                    f"string length {n} at offset {pos - width} is larger than the "
+                    f"{size - pos} bytes left in the file",
+                )
+            out.append(_decode(view[pos : pos + n].tobytes()))
+            pos += n
+        self.pos = pos
+        return out
 
     def value_type(self, type_id: int, field: str) -> GgufValueType:
         try:
@@ -203,7 +225,7 @@ class _Cursor:
                 f"{self.left} are left in the file",
             )
         if item is _T.STRING:
-            return GgufValue([self.string(f"{field}[{i}]") for i in range(count)], _T.ARRAY, item)
+            return GgufValue(self.strings(count, field), _T.ARRAY, item)
         if item is _T.ARRAY:
             values = [self.array(f"{field}[{i}]", depth + 1) for i in range(count)]
             return GgufValue(values, _T.ARRAY, item)
@@ -214,6 +236,13 @@ class _Cursor:
                 raise self.error(field, f"bool array holds {arr.max()}, neither 0 nor 1")
             arr = arr.astype(bool)
         return GgufValue(arr, _T.ARRAY, item)
+
+
+def _decode(raw: bytes) -> str:
+    # Trailing NULs and invalid UTF-8 both occur in real files (as candle notes).
+    if raw.endswith(b"\0"):
+        raw = raw.rstrip(b"\0")
+    return raw.decode("utf-8", "replace")
 
 
 class GgufFile:

@@ -5,7 +5,9 @@ and returns ``(n_blocks, type_size)`` uint8 in ggml's exact byte layout; ``dequa
 "Q4_K")`` returns the float32 values, flat. Work runs in chunks of blocks so temporaries stay
 cache-sized; no Python loop runs over individual blocks. Layouts are documented in
 ``legacy`` (Q4_0..Q8_1), ``kquants`` (Q2_K..Q8_K), ``iquants`` (IQ4_NL, IQ4_XS) and
-``floats`` (F32, F16, BF16).
+``floats`` (F32, F16, BF16). Every block type decodes as ``scale * q + offset`` per group of
+integer levels; ``levels(raw, name)`` returns those parts (QMatMul multiplies with them
+directly for single-vector inputs).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import floats, iquants, kquants, legacy
+from ._common import Levels, affine
 from .table import BY_ID, BY_NAME, SUPPORTED, TYPES, GgmlTypeInfo
 
 __all__ = [
@@ -23,7 +26,9 @@ __all__ = [
     "SUPPORTED",
     "TYPES",
     "GgmlTypeInfo",
+    "Levels",
     "dequantize",
+    "levels",
     "quantize",
     "row_bytes",
 ]
@@ -39,12 +44,24 @@ _MODULES = {
     "Q8_K": kquants,
     "IQ4_NL": iquants, "IQ4_XS": iquants,
 }  # fmt: skip
+_FLOATS = ("F32", "F16", "BF16")
+
+
+def _decoder(name: str, mod) -> _Dequantizer:
+    if name in _FLOATS:
+        return getattr(mod, f"dequantize_{name.lower()}")
+    levels_fn = getattr(mod, f"levels_{name.lower()}")
+    return lambda raw, out=None: affine(levels_fn(raw), out)
+
+
 _CODECS: dict[str, tuple[_Quantizer, _Dequantizer]] = {
-    name: (
-        getattr(mod, f"quantize_{name.lower()}"),
-        getattr(mod, f"dequantize_{name.lower()}"),
-    )
+    name: (getattr(mod, f"quantize_{name.lower()}"), _decoder(name, mod))
     for name, mod in _MODULES.items()
+}
+_LEVELS: dict[str, Callable[[np.ndarray], Levels]] = {
+    name: getattr(mod, f"levels_{name.lower()}")
+    for name, mod in _MODULES.items()
+    if name not in _FLOATS
 }
 assert set(_CODECS) == set(SUPPORTED)
 
@@ -115,3 +132,13 @@ def dequantize(raw: np.ndarray, type_name: str, out: np.ndarray | None = None) -
     for start in range(0, n, step):
         fn(blocks[start : start + step], out=dst[start : start + step])
     return out.reshape(-1)
+
+
+def levels(raw: np.ndarray, type_name: str) -> Levels | None:
+    """Raw blocks ``(n_blocks, type_size)`` -> ``(q, scale, offset)`` with
+    ``x = scale[..., None] * q + offset[..., None]``; q is ``(n_blocks, groups, group_size)``
+    int8/uint8. ``None`` for the float types, which have no integer levels.
+    """
+    info = _info(type_name)
+    fn = _LEVELS.get(type_name)
+    return None if fn is None else fn(np.asarray(raw).view(np.uint8).reshape(-1, info.type_size))

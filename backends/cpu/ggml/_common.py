@@ -10,6 +10,11 @@ import numpy as np
 
 F32 = np.float32
 
+# How every block type decodes: integer levels ``q`` (n, groups, group_size), a float32 scale
+# per group (n, groups) and an optional float32 offset per group, x = scale * q + offset.
+# ``dequantize`` is that product; QMatMul uses the parts directly (see ``affine``).
+Levels = tuple[np.ndarray, np.ndarray, np.ndarray | None]
+
 # ggml treats a group whose largest |x| is below this as all zeros (GROUP_MAX_EPS).
 GROUP_MAX_EPS = F32(1e-15)
 
@@ -101,3 +106,16 @@ def as_raw(raw: np.ndarray, type_size: int) -> np.ndarray:
     """Raw bytes (any shape, any dtype viewable as bytes) -> ``(n_blocks, type_size)`` uint8."""
     raw = np.ascontiguousarray(raw).view(np.uint8)
     return raw.reshape(-1, type_size)
+
+
+def affine(levels: Levels, out: np.ndarray | None = None) -> np.ndarray:
+    """``scale * q + offset`` in float32, shaped like ``q`` (``out`` may be any view of it).
+
+    The multiply-then-add order is ggml's (and gguf-py's), so results match bit for bit.
+    """
+    q, scale, offset = levels
+    dst = None if out is None else out.reshape(q.shape)
+    res = np.multiply(scale[..., None], q, out=dst, dtype=F32)
+    if offset is not None:
+        res += offset[..., None]
+    return res

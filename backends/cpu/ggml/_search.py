@@ -9,7 +9,8 @@ group), never over groups: ``x`` is ``(n_groups, group_size)`` float32.
 - :func:`make_q3_quants` -- symmetric, then up to 5 passes of coordinate descent that move
   one level at a time when it raises sum(w x l)^2/sum(w l^2), with w = x^2.
 - :func:`make_qkx2_quants` -- affine ``x ~ scale*l + min`` (min <= 0, l in [0, nmax]): try
-  iscale = (nmax + rmin + rdelta*k)/(max - min) for k = 0..nstep, solve the 2x2 weighted
+  iscale = (nmax + rmin + rdelta*k)/(max - min) for k = 0..nstep, with levels
+  l = round(iscale*(x - min)) measured from the best min so far, solve the 2x2 weighted
   least-squares for (scale, min) on each candidate's levels, keep the lowest weighted
   absolute (``use_mad``) or squared error.
 
@@ -139,13 +140,11 @@ def make_qkx2_quants(
     """
     w = weights
     lo = np.minimum(x.min(axis=1), F32(0))
-    hi = x.max(axis=1)
-    flat = hi == lo
-    span = np.where(flat, F32(1), hi - lo)[:, None]
+    hi = x.max(axis=1)[:, None]
+    flat = hi[:, 0] == lo
     sum_w = w.sum(axis=1)
     sum_x = _rowdot(w, x)
     sum_x2 = _rowdot(w * x, x).astype(np.float64)
-    shifted = x - lo[:, None]
 
     def error(scale, mn, lv, sum_l, sum_l2, sum_xl) -> np.ndarray:
         """sum(w * |scale*l + mn - x|) or sum(w * (scale*l + mn - x)**2).
@@ -162,21 +161,27 @@ def make_qkx2_quants(
                 + 2 * s * m * sum_l - 2 * s * sum_xl - 2 * m * sum_x
             )  # fmt: skip
 
-    def levels_for(iscale: np.ndarray):
-        lv = nearest_int(iscale * shifted)
+    def levels_for(iscale: np.ndarray, base: np.ndarray):
+        lv = nearest_int(iscale * (x - base))
         np.clip(lv, 0, nmax, out=lv)
         wl = w * lv
         return lv, wl.sum(axis=1), _rowdot(wl, lv), _rowdot(wl, x)
 
-    # Only the winning iscale is kept per group; its levels are recomputed once at the end.
-    best_is = F32(nmax) / span
-    levels, *sums = levels_for(best_is)
-    scale = (F32(1) / best_is)[:, 0]
+    # As in ggml, each candidate measures levels from the best min found so far (and spans
+    # max - that min). Only the winning (iscale, base) pair is kept per group; its levels are
+    # recomputed once at the end.
     mn = lo
+    base = mn[:, None]
+    span = np.where(flat[:, None], F32(1), hi - base)
+    best_is, best_base = F32(nmax) / span, base
+    levels, *sums = levels_for(best_is, best_base)
+    scale = (F32(1) / best_is)[:, 0]
     best = error(scale, mn, levels, *sums)
     for k in range(nstep + 1):
+        base = mn[:, None]
+        span = np.where(flat[:, None], F32(1), hi - base)
         iscale = (F32(rmin) + F32(rdelta) * F32(k) + F32(nmax)) / span
-        lv, sum_l, sum_l2, sum_xl = levels_for(iscale)
+        lv, sum_l, sum_l2, sum_xl = levels_for(iscale, base)
         det = sum_w * sum_l2 - sum_l * sum_l
         this_scale = _div(sum_w * sum_xl - sum_x * sum_l, det)
         this_min = _div(sum_l2 * sum_x - sum_l * sum_xl, det)
@@ -186,10 +191,11 @@ def make_qkx2_quants(
         cur = error(this_scale, this_min, lv, sum_l, sum_l2, sum_xl)
         better = (det > 0) & (cur < best)
         best_is = np.where(better[:, None], iscale, best_is)
+        best_base = np.where(better[:, None], base, best_base)
         scale = np.where(better, this_scale, scale)
         mn = np.where(better, this_min, mn)
         best = np.where(better, cur, best)
-    levels = levels_for(best_is)[0]
+    levels = levels_for(best_is, best_base)[0]
     scale = np.where(flat, F32(0), scale)
     mn = np.where(flat, lo, mn)
     out = levels.astype(np.uint8)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import F32, GROUP_MAX_EPS, f16_bytes, f16_field, nearest_int, signed_absmax
+from ._common import F32, GROUP_MAX_EPS, Levels, f16_bytes, f16_field, nearest_int, signed_absmax
 
 KVALUES = np.array(
     [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int8
@@ -98,8 +98,8 @@ def quantize_iq4_nl(x: np.ndarray) -> np.ndarray:
     return np.concatenate([f16_bytes(d), _pack(idx)], axis=1)
 
 
-def dequantize_iq4_nl(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return np.multiply(f16_field(raw, 0), _codes(raw[:, 2:]), out=out, dtype=F32)
+def levels_iq4_nl(raw: np.ndarray) -> Levels:
+    return _codes(raw[:, 2:])[:, None, :], f16_field(raw, 0), None
 
 
 # ---------------------------------------------------------------- IQ4_XS
@@ -125,14 +125,12 @@ def quantize_iq4_xs(x: np.ndarray) -> np.ndarray:
     )
 
 
-def dequantize_iq4_xs(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def levels_iq4_xs(raw: np.ndarray) -> Levels:
     n = raw.shape[0]
     sh = (np.ascontiguousarray(raw[:, 2:4]).view("<u2") >> (2 * np.arange(8, dtype=np.uint16))) & 3
     sl = np.empty((n, 4, 2), np.uint8)
     np.bitwise_and(raw[:, 4:8], 0x0F, out=sl[:, :, 0])
     np.right_shift(raw[:, 4:8], 4, out=sl[:, :, 1])
     ls = (sl.reshape(n, 8) | (sh.astype(np.uint8) << 4)).view(np.int8) - np.int8(32)
-    dl = (f16_field(raw, 0) * ls).reshape(n, 8, 1)
     q = _codes(raw[:, 8:].reshape(n * 8, 16)).reshape(n, 8, 32)
-    res = np.multiply(dl, q, out=None if out is None else out.reshape(n, 8, 32), dtype=F32)
-    return res.reshape(n, 256)
+    return q, f16_field(raw, 0) * ls, None

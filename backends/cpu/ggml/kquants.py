@@ -38,6 +38,7 @@ import numpy as np
 from ._common import (
     F32,
     GROUP_MAX_EPS,
+    Levels,
     f16_bytes,
     f16_field,
     f32_field,
@@ -89,16 +90,12 @@ def quantize_q2_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([ls | (lm << 4), pack_2bit(levels), d, dmin], axis=1)
 
 
-def dequantize_q2_k(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def levels_q2_k(raw: np.ndarray) -> Levels:
     n = raw.shape[0]
     sc = raw[:, :16]
     d, dmin = f16_field(raw, 80), f16_field(raw, 82)
-    dl = (d * (sc & 0x0F)).reshape(n, 16, 1)
-    ml = (dmin * (sc >> 4)).reshape(n, 16, 1)
     q = unpack_2bit(raw[:, 16:80]).reshape(n, 16, 16)
-    res = np.multiply(dl, q, out=None if out is None else out.reshape(n, 16, 16), dtype=F32)
-    res -= ml
-    return res.reshape(n, QK_K)
+    return q, d * (sc & 0x0F), -(dmin * (sc >> 4))
 
 
 # ---------------------------------------------------------------- Q3_K
@@ -140,16 +137,12 @@ def quantize_q3_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([hmask, pack_2bit(levels & 3), packed, d], axis=1)
 
 
-def dequantize_q3_k(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def levels_q3_k(raw: np.ndarray) -> Levels:
     n = raw.shape[0]
     hbit = np.unpackbits(raw[:, None, :32], axis=1, count=8, bitorder="little").reshape(n, QK_K)
     q = unpack_2bit(raw[:, 32:96]).view(np.int8)
     q -= (hbit ^ 1).view(np.int8) << 2
-    dl = (f16_field(raw, 108) * _unpack_scales_q3(raw[:, 96:108])).reshape(n, 16, 1)
-    res = np.multiply(
-        dl, q.reshape(n, 16, 16), out=None if out is None else out.reshape(n, 16, 16), dtype=F32
-    )
-    return res.reshape(n, QK_K)
+    return q.reshape(n, 16, 16), f16_field(raw, 108) * _unpack_scales_q3(raw[:, 96:108]), None
 
 
 # ---------------------------------------------------------------- Q4_K / Q5_K
@@ -189,16 +182,9 @@ def _low_nibbles_k(levels: np.ndarray) -> np.ndarray:
     return (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).reshape(n, 128)
 
 
-def _dequantize_k4(raw: np.ndarray, q: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    n = raw.shape[0]
+def _levels_k4(raw: np.ndarray, q: np.ndarray) -> Levels:
     sc, mn = _unpack_scales_k4(raw[:, 4:16])
-    dl = (f16_field(raw, 0) * sc).reshape(n, 8, 1)
-    ml = (f16_field(raw, 2) * mn).reshape(n, 8, 1)
-    res = np.multiply(
-        dl, q.reshape(n, 8, 32), out=None if out is None else out.reshape(n, 8, 32), dtype=F32
-    )
-    res -= ml
-    return res.reshape(n, QK_K)
+    return q.reshape(raw.shape[0], 8, 32), f16_field(raw, 0) * sc, -(f16_field(raw, 2) * mn)
 
 
 def quantize_q4_k(x: np.ndarray) -> np.ndarray:
@@ -206,8 +192,8 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([d, dmin, scales, _low_nibbles_k(levels)], axis=1)
 
 
-def dequantize_q4_k(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return _dequantize_k4(raw, split_nibbles(raw[:, 16:144].reshape(-1, 32)), out)
+def levels_q4_k(raw: np.ndarray) -> Levels:
+    return _levels_k4(raw, split_nibbles(raw[:, 16:144].reshape(-1, 32)))
 
 
 def quantize_q5_k(x: np.ndarray) -> np.ndarray:
@@ -217,11 +203,11 @@ def quantize_q5_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([d, dmin, scales, qh, _low_nibbles_k(levels)], axis=1)
 
 
-def dequantize_q5_k(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def levels_q5_k(raw: np.ndarray) -> Levels:
     n = raw.shape[0]
     q = split_nibbles(raw[:, 48:176].reshape(-1, 32)).reshape(n, 8, 32)
     q |= np.unpackbits(raw[:, None, 16:48], axis=1, count=8, bitorder="little") << 4
-    return _dequantize_k4(raw, q, out)
+    return _levels_k4(raw, q)
 
 
 # ---------------------------------------------------------------- Q6_K
@@ -246,7 +232,7 @@ def quantize_q6_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([ql, qh, sc.view(np.uint8), d], axis=1)
 
 
-def dequantize_q6_k(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def levels_q6_k(raw: np.ndarray) -> Levels:
     n = raw.shape[0]
     q = np.empty((n, 2, 4, 32), np.uint8)
     ql = raw[:, :128].reshape(n, 2, 2, 32)
@@ -257,11 +243,7 @@ def dequantize_q6_k(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarra
     q |= ((qh >> shifts) & 3) << 4
     qi = q.view(np.int8)
     qi -= 32
-    dl = (f16_field(raw, 208) * raw[:, 192:208].view(np.int8)).reshape(n, 16, 1)
-    res = np.multiply(
-        dl, qi.reshape(n, 16, 16), out=None if out is None else out.reshape(n, 16, 16), dtype=F32
-    )
-    return res.reshape(n, QK_K)
+    return qi.reshape(n, 16, 16), f16_field(raw, 208) * raw[:, 192:208].view(np.int8), None
 
 
 # ---------------------------------------------------------------- Q8_K
@@ -278,5 +260,5 @@ def quantize_q8_k(x: np.ndarray) -> np.ndarray:
     return np.concatenate([d.view(np.uint8), q.view(np.uint8), bsums.view(np.uint8)], axis=1)
 
 
-def dequantize_q8_k(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return np.multiply(f32_field(raw, 0), raw[:, 4:260].view(np.int8), out=out, dtype=F32)
+def levels_q8_k(raw: np.ndarray) -> Levels:
+    return raw[:, None, 4:260].view(np.int8), f32_field(raw, 0), None

@@ -25,7 +25,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import F32, f16_bytes, f16_field, join_nibbles, roundf, signed_absmax, split_nibbles
+from ._common import (
+    F32,
+    Levels,
+    f16_bytes,
+    f16_field,
+    join_nibbles,
+    roundf,
+    signed_absmax,
+    split_nibbles,
+)
 
 
 def _inverse(d: np.ndarray) -> np.ndarray:
@@ -57,8 +66,9 @@ def _levels_5bit(qh: np.ndarray, qs: np.ndarray) -> np.ndarray:
     return q
 
 
-def _scaled(q: np.ndarray, d: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    return np.multiply(q, d, out=out, dtype=F32)
+def _one_group(q: np.ndarray, *fields: np.ndarray | None) -> Levels:
+    """A 32-element block is one group: levels (n, 1, 32), scale and offset (n, 1)."""
+    return (q[:, None, :], *fields)
 
 
 # ---------------------------------------------------------------- Q4_0
@@ -69,10 +79,10 @@ def quantize_q4_0(x: np.ndarray) -> np.ndarray:
     return np.concatenate([f16_bytes(d), _low_nibbles(q)], axis=1)
 
 
-def dequantize_q4_0(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def levels_q4_0(raw: np.ndarray) -> Levels:
     q = _levels_4bit(raw[:, 2:]).view(np.int8)
     q -= 8
-    return _scaled(q, f16_field(raw, 0), out)
+    return _one_group(q, f16_field(raw, 0), None)
 
 
 # ---------------------------------------------------------------- Q4_1
@@ -84,10 +94,8 @@ def quantize_q4_1(x: np.ndarray) -> np.ndarray:
     return np.concatenate([f16_bytes(d), f16_bytes(lo), _low_nibbles(q)], axis=1)
 
 
-def dequantize_q4_1(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    out = _scaled(_levels_4bit(raw[:, 4:]), f16_field(raw, 0), out)
-    out += f16_field(raw, 2)
-    return out
+def levels_q4_1(raw: np.ndarray) -> Levels:
+    return _one_group(_levels_4bit(raw[:, 4:]), f16_field(raw, 0), f16_field(raw, 2))
 
 
 # ---------------------------------------------------------------- Q5_0
@@ -98,10 +106,10 @@ def quantize_q5_0(x: np.ndarray) -> np.ndarray:
     return np.concatenate([f16_bytes(d), _pack_qh(q), _low_nibbles(q)], axis=1)
 
 
-def dequantize_q5_0(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def levels_q5_0(raw: np.ndarray) -> Levels:
     q = _levels_5bit(raw[:, 2:6], raw[:, 6:]).view(np.int8)
     q -= 16
-    return _scaled(q, f16_field(raw, 0), out)
+    return _one_group(q, f16_field(raw, 0), None)
 
 
 # ---------------------------------------------------------------- Q5_1
@@ -113,10 +121,9 @@ def quantize_q5_1(x: np.ndarray) -> np.ndarray:
     return np.concatenate([f16_bytes(d), f16_bytes(lo), _pack_qh(q), _low_nibbles(q)], axis=1)
 
 
-def dequantize_q5_1(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    out = _scaled(_levels_5bit(raw[:, 4:8], raw[:, 8:]), f16_field(raw, 0), out)
-    out += f16_field(raw, 2)
-    return out
+def levels_q5_1(raw: np.ndarray) -> Levels:
+    q = _levels_5bit(raw[:, 4:8], raw[:, 8:])
+    return _one_group(q, f16_field(raw, 0), f16_field(raw, 2))
 
 
 # ---------------------------------------------------------------- Q8_0 / Q8_1
@@ -131,8 +138,8 @@ def quantize_q8_0(x: np.ndarray) -> np.ndarray:
     return np.concatenate([f16_bytes(d), q.view(np.uint8)], axis=1)
 
 
-def dequantize_q8_0(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return _scaled(raw[:, 2:].view(np.int8), f16_field(raw, 0), out)
+def levels_q8_0(raw: np.ndarray) -> Levels:
+    return _one_group(raw[:, 2:].view(np.int8), f16_field(raw, 0), None)
 
 
 def quantize_q8_1(x: np.ndarray) -> np.ndarray:
@@ -142,5 +149,5 @@ def quantize_q8_1(x: np.ndarray) -> np.ndarray:
     return np.concatenate([f16_bytes(d), f16_bytes(s), q.view(np.uint8)], axis=1)
 
 
-def dequantize_q8_1(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return _scaled(raw[:, 4:].view(np.int8), f16_field(raw, 0), out)
+def levels_q8_1(raw: np.ndarray) -> Levels:
+    return _one_group(raw[:, 4:].view(np.int8), f16_field(raw, 0), None)

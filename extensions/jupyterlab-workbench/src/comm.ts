@@ -38,6 +38,17 @@ export namespace TimingsComm {
     onPayload: (payload: ITimingsPayload) => void;
     /** Where rejected messages are reported; console.warn by default. */
     warn?: (message: string) => void;
+    /** How long an open may wait for the kernel; 10 s by default. */
+    openTimeoutMs?: number;
+  }
+}
+
+/** Close a comm, telling the kernel if it can still be told. */
+function closeQuietly(comm: Kernel.IComm): void {
+  try {
+    comm.close();
+  } catch {
+    comm.dispose();
   }
 }
 
@@ -47,6 +58,7 @@ export class TimingsComm {
     this._session = options.sessionContext;
     this._onPayload = options.onPayload;
     this._warn = options.warn ?? console.warn;
+    this._openTimeoutMs = options.openTimeoutMs ?? 10000;
     this._session.kernelChanged.connect(this._onKernelChanged, this);
     this._setKernel(this._session.session?.kernel ?? null);
   }
@@ -91,11 +103,10 @@ export class TimingsComm {
       }
     }
     this._dropComm();
-    this._generation++;
+    this._reset();
     this._kernel = kernel;
-    this._failures = 0;
-    this._executed = 0;
     if (!kernel) {
+      this._pending = false;
       this._setState('no-kernel');
       return;
     }
@@ -103,9 +114,17 @@ export class TimingsComm {
     kernel.connectionStatusChanged.connect(this._onConnection, this);
     kernel.iopubMessage.connect(this._onIOPub, this);
     kernel.registerCommTarget(COMM_TARGET, this._onKernelOpen);
-    this._setState('connecting');
-    this._pending = true;
     this._openIfPending();
+  }
+
+  /** Forget every attempt: a new kernel, or a new kernel process. */
+  private _reset(): void {
+    this._generation++;
+    this._opening = false;
+    this._failures = 0;
+    this._executed = 0;
+    this._pending = true;
+    this._setState('connecting');
   }
 
   private _onConnection(
@@ -123,19 +142,25 @@ export class TimingsComm {
       case 'autorestarting':
         // The kernel connection drops its comms right after this signal;
         // open again once it is connected to the new kernel.
-        this._generation++;
         this._dropComm(false);
-        this._failures = 0;
-        this._executed = 0;
-        this._pending = true;
-        this._setState('connecting');
+        this._reset();
+        break;
+      case 'starting':
+        // A new kernel process. An open already on its way is kept (the
+        // connection queues it until the kernel answers); one that was lost
+        // in the restart ends by timing out.
+        if (this._comm) {
+          this._dropComm(false);
+          this._reset();
+        }
+        this._openIfPending();
         break;
       case 'dead':
         this._dropComm(false);
+        this._reset();
         this._pending = false;
         this._setState('no-kernel');
         break;
-      case 'starting':
       case 'idle':
       case 'busy':
         this._openIfPending();
@@ -183,38 +208,62 @@ export class TimingsComm {
     this._opening = true;
     this._executed = 0;
     this._setState('connecting');
+    const { comm, open } = await this._tryOpen(kernel);
+    if (this._disposed || generation !== this._generation) {
+      // A restart or a kernel change overtook this attempt and started over.
+      if (open && comm && !comm.isDisposed) {
+        closeQuietly(comm);
+      }
+      return;
+    }
+    this._opening = false;
+    if (!open || !comm) {
+      this._failed();
+      return;
+    }
+    this._adopt(comm);
+    comm.send({ type: 'hello' });
+  }
+
+  /**
+   * Open a comm and wait for the kernel's answer: a kernel without the
+   * target closes it before it goes idle. Gives up after `openTimeoutMs`.
+   */
+  private async _tryOpen(
+    kernel: Kernel.IKernelConnection
+  ): Promise<{ comm: Kernel.IComm | null; open: boolean }> {
+    let comm: Kernel.IComm | null = null;
     let closed = false;
-    let comm: Kernel.IComm;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      comm = kernel.createComm(COMM_TARGET);
-      comm.onClose = () => {
+      const created = kernel.createComm(COMM_TARGET);
+      comm = created;
+      created.onClose = () => {
         closed = true;
-        if (this._comm === comm) {
+        if (this._comm === created) {
           this._comm = null;
           this._failed();
         }
       };
-      comm.onMsg = msg => this._handle(msg.content.data);
-      // A kernel without the target closes the comm before it goes idle.
-      await comm.open({ type: 'hello', version: SUPPORTED_VERSIONS[0] }).done;
+      created.onMsg = msg => this._handle(msg.content.data);
+      const done = created
+        .open({ type: 'hello', version: SUPPORTED_VERSIONS[0] })
+        .done.then(() => true);
+      const timeout = new Promise<boolean>(resolve => {
+        timer = setTimeout(() => resolve(false), this._openTimeoutMs);
+      });
+      if (!(await Promise.race([done, timeout]))) {
+        // Lost on the way (e.g. sent while the kernel restarted) or stuck
+        // behind a long cell: give up; the next executed cell retries.
+        closeQuietly(created);
+        return { comm, open: false };
+      }
     } catch {
-      closed = true;
+      return { comm, open: false };
+    } finally {
+      clearTimeout(timer);
     }
-    this._opening = false;
-    if (this._disposed) {
-      return;
-    }
-    if (generation !== this._generation) {
-      // A restart or a new kernel came while opening: that one decides.
-      this._openIfPending();
-      return;
-    }
-    if (closed || comm!.isDisposed) {
-      this._failed();
-      return;
-    }
-    this._adopt(comm!);
-    comm!.send({ type: 'hello' });
+    return { comm, open: !closed && !comm.isDisposed };
   }
 
   private _onKernelOpen = (
@@ -253,13 +302,9 @@ export class TimingsComm {
     if (!comm || comm.isDisposed) {
       return;
     }
-    try {
-      if (close && this._kernel && !this._kernel.isDisposed) {
-        comm.close();
-      } else {
-        comm.dispose();
-      }
-    } catch {
+    if (close && this._kernel && !this._kernel.isDisposed) {
+      closeQuietly(comm);
+    } else {
       comm.dispose();
     }
   }
@@ -293,6 +338,7 @@ export class TimingsComm {
   private _session: ISessionContext;
   private _onPayload: (payload: ITimingsPayload) => void;
   private _warn: (message: string) => void;
+  private _openTimeoutMs: number;
   private _kernel: Kernel.IKernelConnection | null = null;
   private _comm: Kernel.IComm | null = null;
   private _opening = false;

@@ -11,9 +11,9 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
-import { LabIcon } from '@jupyterlab/ui-components';
 import { Signal } from '@lumino/signaling';
 
+import { timingsIcon } from './icon';
 import { NotebookTimings } from './notebook';
 import { TimingsPanel } from './panel';
 import { TimingsStatus } from './status';
@@ -22,17 +22,6 @@ namespace CommandIDs {
   export const open = 'workbench-timings:open';
   export const clear = 'workbench-timings:clear';
 }
-
-const timingsIcon = new LabIcon({
-  name: 'jupyterlab-workbench:timings',
-  svgstr:
-    '<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">' +
-    '<g class="jp-icon3" fill="#616161">' +
-    '<rect x="3" y="4" width="14" height="3" rx="1"/>' +
-    '<rect x="3" y="10" width="9" height="3" rx="1"/>' +
-    '<rect x="3" y="16" width="18" height="3" rx="1"/>' +
-    '</g></svg>'
-});
 
 type Context = NotebookPanel['context'];
 

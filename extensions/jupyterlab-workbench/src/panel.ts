@@ -81,7 +81,7 @@ export class TimingsPanel extends Widget {
 
     const toolbar = el('div', `${CSS}-toolbar`);
     const label = el('label', `${CSS}-filterLabel`, 'Device ');
-    this._deviceSelect = el('select', `${CSS}-deviceFilter jp-mod-styled`);
+    this._deviceSelect = el('select', `${CSS}-deviceFilter`);
     this._deviceSelect.addEventListener('change', () => {
       const value = this._deviceSelect.value;
       this._device = value === '' ? null : value;
@@ -89,7 +89,7 @@ export class TimingsPanel extends Widget {
     });
     label.appendChild(this._deviceSelect);
     toolbar.appendChild(label);
-    this._clearButton = el('button', `${CSS}-clear jp-mod-styled`, 'Clear');
+    this._clearButton = el('button', `${CSS}-clear`, 'Clear');
     this._clearButton.title = 'Forget the timings of this notebook';
     this._clearButton.addEventListener('click', () => this.clear());
     toolbar.appendChild(this._clearButton);

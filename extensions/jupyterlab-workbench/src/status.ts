@@ -4,6 +4,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { formatCount, formatMs } from './format';
+import { timingsIcon } from './icon';
 import { ICellTimings, kernelTime } from './model';
 import { CSS } from './view';
 
@@ -16,13 +17,22 @@ export class TimingsStatus extends Widget {
     this.addClass('jp-StatusBar-TextItem');
     this.node.setAttribute('role', 'button');
     this.node.addEventListener('click', onClick);
+    timingsIcon.element({
+      container: this.node.appendChild(document.createElement('span')),
+      className: `${CSS}-statusIcon`,
+      elementPosition: 'center',
+      height: '14px',
+      width: '14px'
+    });
+    this._text = this.node.appendChild(document.createElement('span'));
+    this._text.className = `${CSS}-statusText`;
     this.setCell(null);
   }
 
   /** Show a cell's timings, or hide the item when there are none. */
   setCell(cell: ICellTimings | null): void {
     if (cell === null) {
-      this.node.textContent = '';
+      this._text.textContent = '';
       this.node.title = '';
       this.node.dataset.empty = 'true';
       this.hide();
@@ -31,7 +41,7 @@ export class TimingsStatus extends Widget {
     const { payload } = cell;
     const time = kernelTime(payload);
     const calls = payload.totals.calls;
-    this.node.textContent = `⏱ ${formatMs(time.ms)} · ${formatCount(calls)} ops`;
+    this._text.textContent = `${formatMs(time.ms)} · ${formatCount(calls)} ops`;
     const count =
       payload.execution_count === null ? '' : ` [${payload.execution_count}]`;
     this.node.title =
@@ -42,4 +52,6 @@ export class TimingsStatus extends Widget {
     delete this.node.dataset.empty;
     this.show();
   }
+
+  private _text: HTMLElement;
 }

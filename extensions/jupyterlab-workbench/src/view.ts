@@ -129,6 +129,7 @@ export function renderTable(
     const tr = el('tr', `${CSS}-row`);
     tr.dataset.op = row.name;
     tr.dataset.device = row.device;
+    tr.title = describeRow(row);
     for (const column of columns) {
       tr.appendChild(cellFor(row, column));
     }
@@ -138,14 +139,29 @@ export function renderTable(
   return table;
 }
 
+/** Everything about a row in one sentence, for when columns are hidden. */
+export function describeRow(row: ITimingRow): string {
+  const device =
+    row.device_ms === null ? '' : `, ${formatMs(row.device_ms)} on the device`;
+  return (
+    `${row.name} on ${row.device}: ${formatCount(row.calls)} calls, ` +
+    `${formatMs(row.total_ms)} total (${formatMs(row.self_ms)} self), ` +
+    `${formatMs(row.mean_ms)} mean${device}, ` +
+    `${formatShare(row.share)} of the cell's op time`
+  );
+}
+
 function cellFor(row: ITimingRow, column: IColumn): HTMLTableCellElement {
   const td = el('td', column.numeric ? `${CSS}-num` : undefined);
   td.dataset.column = column.key;
   switch (column.key) {
     case 'name':
-      td.textContent = row.name;
-      td.title = row.name;
       td.classList.add(`${CSS}-op`);
+      td.appendChild(el('span', `${CSS}-opName`, row.name));
+      // Shown instead of the device column when the table is narrow.
+      td.appendChild(
+        el('span', `${CSS}-device ${CSS}-deviceInline`, row.device)
+      );
       break;
     case 'device':
       td.appendChild(el('span', `${CSS}-device`, row.device));
@@ -163,11 +179,12 @@ function cellFor(row: ITimingRow, column: IColumn): HTMLTableCellElement {
     case 'device_ms':
       td.textContent = formatMs(row.device_ms);
       break;
-    case 'share':
-      td.classList.add(`${CSS}-shareCell`);
-      td.appendChild(bar(row.share));
-      td.appendChild(el('span', `${CSS}-shareText`, formatShare(row.share)));
+    case 'share': {
+      const wrap = td.appendChild(el('span', `${CSS}-shareCell`));
+      wrap.appendChild(bar(row.share));
+      wrap.appendChild(el('span', `${CSS}-shareText`, formatShare(row.share)));
       break;
+    }
   }
   return td;
 }

@@ -142,14 +142,18 @@ class FakeSession {
 /** Let pending promise callbacks run. */
 const settle = () => new Promise(resolve => setTimeout(resolve, 0));
 
-function setup(kernel: FakeKernel | null = new FakeKernel()) {
+function setup(
+  kernel: FakeKernel | null = new FakeKernel(),
+  openTimeoutMs = 10000
+) {
   const session = new FakeSession(kernel);
   const payloads: ITimingsPayload[] = [];
   const warn = jest.fn();
   const comm = new TimingsComm({
     sessionContext: session as any,
     onPayload: p => payloads.push(p),
-    warn
+    warn,
+    openTimeoutMs
   });
   return { session, kernel, comm, payloads, warn };
 }
@@ -260,13 +264,12 @@ describe('TimingsComm', () => {
     kernel.hasTarget = true;
     let release: () => void = () => undefined;
     const original = FakeComm.prototype.open;
-    const spy = jest.spyOn(FakeComm.prototype, 'open').mockImplementationOnce(function (
-      this: FakeComm,
-      data: unknown
-    ) {
-      original.call(this, data);
-      return { done: new Promise<void>(resolve => (release = resolve)) };
-    });
+    const spy = jest
+      .spyOn(FakeComm.prototype, 'open')
+      .mockImplementationOnce(function (this: FakeComm, data: unknown) {
+        original.call(this, data);
+        return { done: new Promise<void>(resolve => (release = resolve)) };
+      });
     const { comm } = setup(kernel);
     kernel.restart(); // the first open is still in flight
     release();
@@ -333,6 +336,63 @@ describe('TimingsComm', () => {
     expect(payloads.map(p => p.cell_id)).toEqual(['cell-1', 'cell-2']);
     opened.close();
     expect(comm.state).toBe('unavailable');
+  });
+
+  it('gives up on an open the kernel never answers, and retries after a cell', async () => {
+    const kernel = new FakeKernel();
+    kernel.hasTarget = true;
+    const comms: FakeComm[] = [];
+    const original = FakeComm.prototype.open;
+    const spy = jest
+      .spyOn(FakeComm.prototype, 'open')
+      .mockImplementationOnce(function (this: FakeComm) {
+        comms.push(this);
+        kernel.opens++;
+        return { done: new Promise<void>(() => undefined) }; // lost in transit
+      });
+    const { comm } = setup(kernel, 20);
+    expect(comm.state).toBe('connecting');
+    await new Promise(resolve => setTimeout(resolve, 40));
+    expect(comm.state).toBe('unavailable');
+    expect(comms[0].isDisposed).toBe(true);
+    spy.mockRestore();
+    expect(FakeComm.prototype.open).toBe(original);
+    kernel.runCell();
+    await settle();
+    expect(comm.state).toBe('connected');
+    expect(kernel.opens).toBe(2);
+  });
+
+  it("keeps an open in flight when the new kernel says 'starting'", async () => {
+    const kernel = new FakeKernel();
+    kernel.hasTarget = true;
+    let release: () => void = () => undefined;
+    const original = FakeComm.prototype.open;
+    const spy = jest
+      .spyOn(FakeComm.prototype, 'open')
+      .mockImplementationOnce(function (this: FakeComm, data: unknown) {
+        original.call(this, data);
+        return { done: new Promise<void>(resolve => (release = resolve)) };
+      });
+    const { comm } = setup(kernel);
+    kernel.setStatus('starting');
+    release();
+    await settle();
+    expect(kernel.opens).toBe(1);
+    expect(comm.state).toBe('connected');
+    spy.mockRestore();
+  });
+
+  it("opens again when a connected kernel says 'starting' (a new process)", async () => {
+    const kernel = new FakeKernel();
+    kernel.hasTarget = true;
+    const { comm } = setup(kernel);
+    await settle();
+    expect(kernel.opens).toBe(1);
+    kernel.setStatus('starting');
+    await settle();
+    expect(kernel.opens).toBe(2);
+    expect(comm.state).toBe('connected');
   });
 
   it('stops listening when disposed', async () => {

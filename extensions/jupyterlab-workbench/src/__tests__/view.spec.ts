@@ -1,5 +1,5 @@
 import { ITimingRow } from '../model';
-import { renderSummary, renderTable } from '../view';
+import { describeRow, renderSummary, renderTable } from '../view';
 
 const rows: ITimingRow[] = [
   {
@@ -30,10 +30,13 @@ const texts = (nodes: NodeListOf<Element>) =>
 describe('renderTable', () => {
   it('draws a row per op in the sort order with share bars', () => {
     const table = renderTable(rows, { key: 'calls', descending: true });
-    expect(texts(table.querySelectorAll('td[data-column="name"]'))).toEqual([
-      'add',
-      'matmul'
-    ]);
+    expect(
+      texts(
+        table.querySelectorAll(
+          'td[data-column="name"] .jp-WorkbenchTimings-opName'
+        )
+      )
+    ).toEqual(['add', 'matmul']);
     const fills = table.querySelectorAll<HTMLElement>(
       '.jp-WorkbenchTimings-barFill'
     );
@@ -93,6 +96,15 @@ describe('renderSummary', () => {
     );
     expect(withLab.querySelectorAll('.jp-WorkbenchTimings-bar')).toHaveLength(
       1
+    );
+  });
+});
+
+describe('describeRow', () => {
+  it('says everything a hidden column would', () => {
+    expect(describeRow({ ...rows[0], device: 'cuda:0', device_ms: 1.2 })).toBe(
+      'matmul on cuda:0: 3 calls, 4.00 ms total (3.50 ms self), 1.33 ms mean, ' +
+        "1.20 ms on the device, 50.0 % of the cell's op time"
     );
   });
 });

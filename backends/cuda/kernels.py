@@ -1,0 +1,138 @@
+"""Names of the kernels in ``kernels/cuda/*.cu`` and which dtypes each family covers.
+
+These tables mirror the X-macro lists in the ``.cu`` files; ``tests/cuda`` checks that every
+name produced here is an entry point of the compiled PTX. A request outside the tables raises
+``UnsupportedOnDevice`` naming the op and dtype (never a silent fallback).
+"""
+
+from __future__ import annotations
+
+from ..errors import UnsupportedOnDevice
+
+FLOAT = ("f16", "bf16", "f32", "f64")
+INT = ("u8", "u32", "i16", "i32", "i64")
+NUM = INT + FLOAT
+ALL = ("bool",) + NUM
+
+FLOAT_UNARY = (
+    "exp", "log", "sin", "cos", "tan", "tanh", "abs", "neg", "recip", "sqr", "sqrt", "rsqrt",
+    "gelu", "gelu_erf", "erf", "relu", "silu", "sigmoid", "ceil", "floor", "round", "sign",
+    "log1p", "expm1", "asin", "acos", "atan", "sinh", "cosh", "isnan", "isinf",
+)  # fmt: skip
+INT_UNARY = ("abs", "neg", "sqr", "sign", "relu", "ceil", "floor", "round", "isnan", "isinf")
+BOOL_UNARY = frozenset({"isnan", "isinf", "logical_not"})
+FLOAT_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "floor_div",
+                "remainder", "atan2")  # fmt: skip
+INT_BINARY = ("add", "sub", "mul", "maximum", "minimum", "pow", "floor_div", "remainder")
+LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor"})
+CMP = ("eq", "ne", "lt", "le", "gt", "ge")
+PARAM_FAMILIES = {"affine": NUM, "clamp": NUM, "powf": FLOAT, "elu": FLOAT}
+REDUCE = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
+
+
+def _unsupported(op: str, dtype: str):
+    return UnsupportedOnDevice(f"op {op} is not implemented on cuda for dtype {dtype}")
+
+
+def unary_name(op: str, dtype: str) -> str:
+    if op == "logical_not" and dtype in ALL:
+        return f"unary_{op}_{dtype}"
+    if (dtype in FLOAT and op in FLOAT_UNARY) or (dtype in INT and op in INT_UNARY):
+        return f"unary_{op}_{dtype}"
+    raise _unsupported(op, dtype)
+
+
+def binary_name(op: str, dtype: str, prefix: str = "binary") -> str:
+    if op in LOGICAL and dtype in ALL:
+        return f"{prefix}_{op}_{dtype}"
+    if (dtype in FLOAT and op in FLOAT_BINARY) or (dtype in INT and op in INT_BINARY):
+        return f"{prefix}_{op}_{dtype}"
+    raise _unsupported(op, dtype)
+
+
+def scalar_name(op: str, dtype: str) -> str:
+    return binary_name(op, dtype, "bscalar")
+
+
+def cmp_name(op: str, dtype: str) -> str:
+    if op in CMP and dtype in ALL:
+        return f"cmp_{op}_{dtype}"
+    raise _unsupported(op, dtype)
+
+
+def cmp_scalar_name(op: str, dtype: str) -> str:
+    return "cmps" + cmp_name(op, dtype)[3:]
+
+
+def param_name(family: str, dtype: str) -> str:
+    if dtype in PARAM_FAMILIES[family]:
+        return f"{family}_{dtype}"
+    raise _unsupported(family, dtype)
+
+
+def where_name(dtype: str) -> str:
+    if dtype in ALL:
+        return f"where_{dtype}"
+    raise _unsupported("where", dtype)
+
+
+def cast_name(src: str, dst: str) -> str:
+    if src in ALL and dst in ALL:
+        return f"cast_{src}_{dst}"
+    raise _unsupported(f"cast to {dst}", src)
+
+
+def copy_name(itemsize: int) -> str:
+    return f"copy_b{itemsize}"
+
+
+def fill_name(itemsize: int) -> str:
+    return f"fill_b{itemsize}"
+
+
+def reduce_name(op: str, dtype: str) -> str:
+    if op in REDUCE and dtype in ALL:
+        return f"reduce_{op}_{dtype}"
+    raise _unsupported(op, dtype)
+
+
+def reduce_out_dtype(op: str, dtype: str) -> str:
+    """The dtype the reduce kernel writes (the storage casts when another is requested)."""
+    if op in ("sum", "prod"):
+        return dtype if dtype in FLOAT else "i64"
+    if op in ("argmax", "argmin"):
+        return "i64"
+    if op in ("any", "all"):
+        return "bool"
+    return dtype
+
+
+def cumsum_name(dtype: str) -> str:
+    if dtype in ALL:
+        return f"cumsum_{dtype}"
+    raise _unsupported("cumsum", dtype)
+
+
+def all_names() -> dict[str, list[str]]:
+    """Every kernel name the storage can launch, by source file (for the coverage test)."""
+    ew: list[str] = []
+    for dtype in ALL:
+        for op in (*FLOAT_UNARY, *INT_UNARY, "logical_not"):
+            for fn in (unary_name,):
+                try:
+                    ew.append(fn(op, dtype))
+                except UnsupportedOnDevice:
+                    pass
+        for op in (*FLOAT_BINARY, *LOGICAL):
+            for fn in (binary_name, scalar_name):
+                try:
+                    ew.append(fn(op, dtype))
+                except UnsupportedOnDevice:
+                    pass
+        ew += [cmp_name(op, dtype) for op in CMP] + [cmp_scalar_name(op, dtype) for op in CMP]
+        ew += [param_name(f, dtype) for f, ok in PARAM_FAMILIES.items() if dtype in ok]
+        ew += [where_name(dtype)] + [cast_name(dtype, other) for other in ALL]
+    ew += [f(size) for size in (1, 2, 4, 8) for f in (copy_name, fill_name)]
+    red = [reduce_name(op, dtype) for op in REDUCE for dtype in ALL]
+    red += [cumsum_name(dtype) for dtype in ALL]
+    return {"elementwise": sorted(set(ew)), "reduce": red}

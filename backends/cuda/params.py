@@ -1,0 +1,169 @@
+"""Packing kernel parameters into one argument buffer (the CUDA ABI), with no device memory.
+
+Every kernel in ``kernels/cuda`` takes its shapes and strides as ``Layout`` structs by value
+(see ``kernels/cuda/common.cuh``): ``int ndim; int contiguous; long long offset;
+long long shape[8]; long long strides[8]`` — 144 bytes, 8-byte aligned. Each argument is
+placed at the next multiple of its alignment, as the compiler lays out a parameter list.
+"""
+
+from __future__ import annotations
+
+import struct
+
+MAX_DIMS = 8
+LAYOUT_FORMAT = f"<iiq{MAX_DIMS}q{MAX_DIMS}q"
+LAYOUT_SIZE = struct.calcsize(LAYOUT_FORMAT)  # 144
+
+
+class Layout:
+    """A (shape, strides, offset) triple in elements, as the kernels read it."""
+
+    __slots__ = ("shape", "strides", "offset")
+
+    def __init__(self, shape, strides, offset: int = 0):
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = tuple(int(s) for s in strides)
+        self.offset = int(offset)
+
+    @classmethod
+    def of(cls, layout) -> Layout:
+        return cls(layout.shape, layout.strides, layout.offset)
+
+    @classmethod
+    def contiguous(cls, shape, offset: int = 0) -> Layout:
+        return cls(shape, contiguous_strides(shape), offset)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self.strides == contiguous_strides(self.shape)
+
+    def broadcast_to(self, shape) -> Layout:
+        """This layout read as ``shape`` (numpy broadcasting: new or size-1 dims get stride 0)."""
+        shape = tuple(shape)
+        lead = len(shape) - len(self.shape)
+        if lead < 0:
+            raise ValueError(f"cannot broadcast shape {self.shape} to {shape}")
+        strides = [0] * lead
+        for size, own, stride in zip(shape[lead:], self.shape, self.strides, strict=True):
+            if own == size:
+                strides.append(stride)
+            elif own == 1:
+                strides.append(0)
+            else:
+                raise ValueError(f"cannot broadcast shape {self.shape} to {shape}")
+        return Layout(shape, strides, self.offset)
+
+    def permute(self, order) -> Layout:
+        return Layout([self.shape[d] for d in order], [self.strides[d] for d in order], self.offset)
+
+    def __repr__(self) -> str:
+        return f"Layout(shape={self.shape}, strides={self.strides}, offset={self.offset})"
+
+
+def contiguous_strides(shape) -> tuple[int, ...]:
+    strides = []
+    step = 1
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return tuple(reversed(strides))
+
+
+def numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _merge(shape, strides):
+    """Drop size-1 dims and merge dims that are contiguous with each other (fewer index ops)."""
+    dims = [(s, st) for s, st in zip(shape, strides, strict=True) if s != 1]
+    merged: list[list[int]] = []
+    for size, stride in dims:
+        if merged and merged[-1][1] == stride * size:
+            merged[-1][0] *= size
+            merged[-1][1] = stride
+        else:
+            merged.append([size, stride])
+    return [m[0] for m in merged], [m[1] for m in merged]
+
+
+def pack_layout(layout) -> bytes:
+    """The 144-byte ``Layout`` struct; the contiguity flag enables the kernels' fast path."""
+    shape, strides = _merge(layout.shape, layout.strides)
+    if len(shape) > MAX_DIMS:
+        raise ValueError(
+            f"the CUDA kernels take at most {MAX_DIMS} non-mergeable dims, got shape "
+            f"{tuple(layout.shape)} with strides {tuple(layout.strides)}"
+        )
+    contiguous = int(tuple(strides) == contiguous_strides(shape))
+    pad = MAX_DIMS - len(shape)
+    return struct.pack(
+        LAYOUT_FORMAT,
+        len(shape),
+        contiguous,
+        int(layout.offset),
+        *shape,
+        *([1] * pad),
+        *strides,
+        *([0] * pad),
+    )
+
+
+class Ptr(int):
+    """A device pointer argument (8 bytes)."""
+
+
+class I32(int):
+    """A 32-bit int argument (``int``)."""
+
+
+class U32(int):
+    """A 32-bit unsigned argument."""
+
+
+class F32(float):
+    """A 32-bit float argument (``float``); a plain Python float is packed as ``double``."""
+
+
+class Raw(bytes):
+    """An argument given as raw bytes with its alignment (e.g. a fill value of a dtype)."""
+
+    align = 1
+
+    def __new__(cls, data: bytes, align: int):
+        obj = super().__new__(cls, data)
+        obj.align = align
+        return obj
+
+
+def pack_args(*args) -> bytes:
+    """One argument buffer: pointers (``Ptr``), ``I32``/``U32``/``F32``, Python ``int`` as
+    ``long long``, Python ``float`` as ``double``, layouts (anything with shape/strides/offset)
+    as ``Layout`` structs, and ``Raw`` bytes."""
+    buf = bytearray()
+    for arg in args:
+        if isinstance(arg, Ptr):
+            data, align = struct.pack("<Q", int(arg)), 8
+        elif isinstance(arg, I32):
+            data, align = struct.pack("<i", int(arg)), 4
+        elif isinstance(arg, U32):
+            data, align = struct.pack("<I", int(arg)), 4
+        elif isinstance(arg, F32):
+            data, align = struct.pack("<f", float(arg)), 4
+        elif isinstance(arg, bool):
+            data, align = struct.pack("<i", int(arg)), 4
+        elif isinstance(arg, int):
+            data, align = struct.pack("<q", arg), 8
+        elif isinstance(arg, float):
+            data, align = struct.pack("<d", arg), 8
+        elif isinstance(arg, Raw):
+            data, align = bytes(arg), arg.align
+        elif hasattr(arg, "strides"):
+            data, align = pack_layout(arg), 8
+        else:
+            raise TypeError(f"cannot pass {type(arg).__name__} to a CUDA kernel")
+        buf += b"\0" * (-len(buf) % align)
+        buf += data
+    return bytes(buf)

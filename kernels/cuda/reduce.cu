@@ -1,0 +1,138 @@
+// Reductions over the LAST axis of a (M, K) view: the host permutes the reduced dims to the end
+// of the input Layout, so row m, column k is element m * K + k of that Layout. One block of
+// WB_REDUCE_THREADS threads per row (grid-stride over rows), a shared-memory tree per block.
+// Names: reduce_<op>_<in dtype>; sum/prod write f16/bf16/f32/f64 as the input, integers and
+// bool as i64; max/min keep the dtype; argmax/argmin write i64; any/all write bool.
+#include "common.cuh"
+#include <float.h>
+#include <limits.h>
+
+#define WB_REDUCE_THREADS 256
+
+template <typename A> __device__ __forceinline__ A wb_lowest();
+template <typename A> __device__ __forceinline__ A wb_highest();
+#define LIMITS(T, lo, hi)                                                           \
+    template <> __device__ __forceinline__ T wb_lowest<T>() { return lo; }          \
+    template <> __device__ __forceinline__ T wb_highest<T>() { return hi; }
+LIMITS(float, -INFINITY, INFINITY)
+LIMITS(double, -(double)INFINITY, (double)INFINITY)
+LIMITS(wb_bool, 0, 255)  // also u8 (the same C type)
+LIMITS(u32, 0u, 0xffffffffu)
+LIMITS(i16, -32768, 32767)
+LIMITS(i32, INT_MIN, INT_MAX)
+LIMITS(i64, LLONG_MIN, LLONG_MAX)
+
+// Sum/prod accumulator: float for halves and f32, double for f64, i64 for integers and bool.
+template <typename T> struct SumAcc { typedef i64 type; };
+template <> struct SumAcc<f16> { typedef float type; };
+template <> struct SumAcc<bf16> { typedef float type; };
+template <> struct SumAcc<f32> { typedef float type; };
+template <> struct SumAcc<f64> { typedef double type; };
+template <typename T> struct SumOut { typedef i64 type; };
+template <> struct SumOut<f16> { typedef f16 type; };
+template <> struct SumOut<bf16> { typedef bf16 type; };
+template <> struct SumOut<f32> { typedef f32 type; };
+template <> struct SumOut<f64> { typedef f64 type; };
+// The value type max/min compare in.
+template <typename T> struct CmpAcc { typedef typename Acc<T>::type type; };
+
+#define REDUCE_KERNEL(op, name, T, O, A, init, combine)                             \
+    extern "C" __global__ void reduce_##op##_##name(O* __restrict__ out,            \
+                                                    const T* __restrict__ in, long long M, \
+                                                    long long K, Layout l) {         \
+        __shared__ A buf[WB_REDUCE_THREADS];                                        \
+        for (long long row = blockIdx.x; row < M; row += gridDim.x) {               \
+            A acc = init;                                                           \
+            for (long long k = threadIdx.x; k < K; k += blockDim.x) {               \
+                A a = acc, b = (A)wb_load(in[wb_offset(l, row * K + k)]);           \
+                acc = combine;                                                      \
+            }                                                                       \
+            buf[threadIdx.x] = acc;                                                 \
+            __syncthreads();                                                        \
+            for (int s = blockDim.x / 2; s > 0; s >>= 1) {                          \
+                if (threadIdx.x < s) {                                              \
+                    A a = buf[threadIdx.x], b = buf[threadIdx.x + s];               \
+                    buf[threadIdx.x] = combine;                                     \
+                }                                                                   \
+                __syncthreads();                                                    \
+            }                                                                       \
+            if (threadIdx.x == 0) out[row] = Store<O>::from(buf[0]);                \
+            __syncthreads();                                                        \
+        }                                                                           \
+    }
+
+// NaN wins max/min (as numpy and PyTorch); for integers a != a is always false.
+#define MAX_COMBINE ((a != a || a > b) ? a : b)
+#define MIN_COMBINE ((a != a || a < b) ? a : b)
+
+#define INST_REDUCE(name, T)                                                        \
+    REDUCE_KERNEL(sum, name, T, SumOut<T>::type, SumAcc<T>::type, 0, a + b)         \
+    REDUCE_KERNEL(prod, name, T, SumOut<T>::type, SumAcc<T>::type, 1, a * b)        \
+    REDUCE_KERNEL(max, name, T, T, CmpAcc<T>::type, wb_lowest<CmpAcc<T>::type>(), MAX_COMBINE) \
+    REDUCE_KERNEL(min, name, T, T, CmpAcc<T>::type, wb_highest<CmpAcc<T>::type>(), MIN_COMBINE) \
+    REDUCE_KERNEL(any, name, T, wb_bool, int, 0, (a != 0) || (b != 0))              \
+    REDUCE_KERNEL(all, name, T, wb_bool, int, 1, (a != 0) && (b != 0))
+
+// The first index of the max (min); a NaN counts as the largest and smallest value.
+#define ARG_KERNEL(op, better, name, T)                                             \
+    extern "C" __global__ void reduce_##op##_##name(i64* __restrict__ out,          \
+                                                    const T* __restrict__ in, long long M, \
+                                                    long long K, Layout l) {         \
+        typedef CmpAcc<T>::type A;                                                  \
+        __shared__ A vals[WB_REDUCE_THREADS];                                       \
+        __shared__ long long idxs[WB_REDUCE_THREADS];                               \
+        for (long long row = blockIdx.x; row < M; row += gridDim.x) {               \
+            A v = 0;                                                                \
+            long long vi = -1;                                                      \
+            for (long long k = threadIdx.x; k < K; k += blockDim.x) {               \
+                A w = (A)wb_load(in[wb_offset(l, row * K + k)]);                    \
+                long long wi = k;                                                   \
+                if (vi < 0 || better) { v = w; vi = wi; }                           \
+            }                                                                       \
+            vals[threadIdx.x] = v;                                                  \
+            idxs[threadIdx.x] = vi;                                                 \
+            __syncthreads();                                                        \
+            for (int s = blockDim.x / 2; s > 0; s >>= 1) {                          \
+                if (threadIdx.x < s) {                                              \
+                    A w = vals[threadIdx.x + s];                                    \
+                    long long wi = idxs[threadIdx.x + s];                           \
+                    v = vals[threadIdx.x];                                          \
+                    vi = idxs[threadIdx.x];                                         \
+                    if (wi >= 0 && (vi < 0 || better)) {                            \
+                        vals[threadIdx.x] = w;                                      \
+                        idxs[threadIdx.x] = wi;                                     \
+                    }                                                               \
+                }                                                                   \
+                __syncthreads();                                                    \
+            }                                                                       \
+            if (threadIdx.x == 0) out[row] = idxs[0] < 0 ? 0 : idxs[0];             \
+            __syncthreads();                                                        \
+        }                                                                           \
+    }
+// w (index wi) replaces v (index vi) when strictly better, or equal with a smaller index.
+#define ARGMAX_BETTER                                                               \
+    ((v != v) ? (w != w && wi < vi)                                                 \
+              : ((w != w) || w > v || (w == v && wi < vi)))
+#define ARGMIN_BETTER                                                               \
+    ((v != v) ? (w != w && wi < vi)                                                 \
+              : ((w != w) || w < v || (w == v && wi < vi)))
+#define INST_ARG(name, T) ARG_KERNEL(argmax, ARGMAX_BETTER, name, T) ARG_KERNEL(argmin, ARGMIN_BETTER, name, T)
+
+WB_ALL_DTYPES(INST_REDUCE)
+WB_ALL_DTYPES(INST_ARG)
+
+// Inclusive scan along the last axis of (M, K); one thread per row (the host permutes the scan
+// dim last in both Layouts, the output Layout being the permuted contiguous result).
+#define CUMSUM_KERNEL(name, T)                                                      \
+    extern "C" __global__ void cumsum_##name(SumOut<T>::type* __restrict__ out, Layout lo, \
+                                             const T* __restrict__ in, Layout li,    \
+                                             long long M, long long K) {             \
+        WB_LOOP(row, M) {                                                           \
+            SumAcc<T>::type acc = 0;                                                \
+            for (long long k = 0; k < K; ++k) {                                     \
+                acc += (SumAcc<T>::type)wb_load(in[wb_offset(li, row * K + k)]);   \
+                out[wb_offset(lo, row * K + k)] = Store<SumOut<T>::type>::from(acc); \
+            }                                                                       \
+        }                                                                           \
+    }
+WB_ALL_DTYPES(CUMSUM_KERNEL)
