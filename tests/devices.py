@@ -33,9 +33,7 @@ def availability(kind: str) -> tuple[bool, str]:
 AVAILABILITY = {kind: availability(kind) for kind in ("cpu", "cuda", "metal")}
 DEVICES = [kind for kind, (ok, _) in AVAILABILITY.items() if ok]
 DEVICE_PARAMS = [
-    pytest.param(
-        kind, marks=() if ok else pytest.mark.skip(reason=f"{kind} unavailable: {reason}")
-    )
+    pytest.param(kind, marks=() if ok else pytest.mark.skip(reason=f"{kind} unavailable: {reason}"))
     for kind, (ok, reason) in AVAILABILITY.items()
 ]
 GPU_DEVICES = [kind for kind in DEVICES if kind != "cpu"]

@@ -15,6 +15,7 @@ from . import (
     io,
     nn,
     optim,
+    quantized,
 )
 from .autograd import GradStore, enable_grad, is_grad_enabled, no_grad
 from .device import Device, cuda_if_available, device, is_available, metal_if_available
@@ -68,8 +69,8 @@ from .ops.creation import (
     zeros,
     zeros_like,
 )
-from .ops.transfer import to
 from .profiler import Profile, profile
+from .quantized import GgmlDType, QEmbedding, QLinear, QMatMul, QTensor, QVarBuilder, quantize_model
 from .random import Generator, manual_seed
 from .tensor import Tensor, Var
 
@@ -110,6 +111,14 @@ float16, bfloat16, float32, float64 = f16, bf16, f32, f64
 __version__ = "0.1.0"
 
 __all__ = [
+    "quantized",
+    "GgmlDType",
+    "QEmbedding",
+    "QLinear",
+    "QMatMul",
+    "QTensor",
+    "QVarBuilder",
+    "quantize_model",
     "clear_cache",
     "memory_stats",
     "reset_peak_memory_stats",
@@ -174,7 +183,6 @@ __all__ = [
     "randn",
     "randn_like",
     "tensor",
-    "to",
     "u32",
     "u8",
     "zeros",

@@ -167,7 +167,7 @@ class PoolOps:
         """x: (N, C, H, W) -> (values (N, C, Ho, Wo), int64 indices into H·W, as PyTorch).
 
         Among equal maxima the first in the window wins; NaN wins (the last one); a window of
-        -inf reports its first real element.
+        -inf reports its first real element, or -1 when it holds only padding.
         """
         x = view(self.array, layout)
         ct = _compute_dtype(x)
@@ -197,9 +197,12 @@ class PoolOps:
             for i, j in taps:
                 np.copyto(arg, position(i, j), where=np.isnan(win[:, :, i, j]))
         if np.isneginf(best).any():
+            # the first real element (-1 when a dilated window holds only padding)
             first_r = rows0 + dh * -(rows0 // dh) * (rows0 < 0)
             first_c = cols0 + dw * -(cols0 // dw) * (cols0 < 0)
-            first = first_r[:, None] * w + first_c[None, :]
+            real_r = (first_r < h) & (first_r <= rows0 + dh * (kh - 1))
+            real_c = (first_c < w) & (first_c <= cols0 + dw * (kw - 1))
+            first = np.where(real_r[:, None] & real_c[None, :], first_r[:, None] * w + first_c, -1)
             np.copyto(arg, first, where=np.isneginf(best))
         return type(self)(contiguous(best, x.dtype)), type(self)(arg)
 
@@ -211,6 +214,9 @@ class PoolOps:
         plane = input_size[0] * input_size[1]
         flat = idx.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
         weights = g.reshape(-1).astype(np.float64, copy=False)
+        real = idx.reshape(-1) >= 0  # -1: a window of padding only, whose gradient goes nowhere
+        if not real.all():
+            flat, weights = flat.ravel()[real], weights[real]
         out = np.bincount(flat.ravel(), weights=weights, minlength=n * c * plane)
         return type(self)(contiguous(out.reshape(n, c, *input_size), g.dtype))
 

@@ -9,7 +9,8 @@ caching pool; ``device_timer(index)`` gives the profiler per-op device times fro
 from __future__ import annotations
 
 from . import driver as _driver
-from .runtime import DeviceTimer, runtime
+from .runtime import DeviceTimer
+from .runtime import runtime as _runtime
 from .storage import CudaStorage as Storage
 
 
@@ -33,30 +34,30 @@ def device_count() -> int:
 
 def synchronize(index: int = 0) -> None:
     """Wait for all work queued on device ``index``."""
-    runtime().driver.synchronize(index)
+    _runtime().driver.synchronize(index)
 
 
 def memory_stats(index: int = 0) -> dict[str, int]:
     """The pool's active, peak and cached bytes (and allocation counts) on device ``index``."""
-    return runtime().pool(index).stats()
+    return _runtime().pool(index).stats()
 
 
 def reset_peak_memory_stats(index: int = 0) -> None:
-    runtime().pool(index).reset_peak()
+    _runtime().pool(index).reset_peak()
 
 
 def clear_cache(index: int = 0) -> None:
     """Give the pool's unused blocks back to the driver."""
-    runtime().pool(index).clear_cache()
+    _runtime().pool(index).clear_cache()
 
 
 def device_timer(index: int = 0) -> DeviceTimer:
-    return DeviceTimer(runtime(), index)
+    return DeviceTimer(_runtime(), index)
 
 
 def set_allow_tf32(allow: bool) -> None:
     """Let f32 matmuls round their inputs to TF32 on tensor cores (faster, ~1e-3 relative)."""
-    runtime().allow_tf32 = bool(allow)
+    _runtime().allow_tf32 = bool(allow)
 
 
 __all__ = ["Storage", "is_available", "device_count", "synchronize", "memory_stats",

@@ -113,6 +113,24 @@ def cumsum_name(dtype: str) -> str:
     raise _unsupported("cumsum", dtype)
 
 
+def fused_name(family: str, dtype: str) -> str:
+    """``softmax_<dtype>`` (also log_softmax), ``norm_<dtype>`` (layer/rms), ``rope_<dtype>``."""
+    if dtype in FLOAT:
+        return f"{family}_{dtype}"
+    raise _unsupported(family, dtype)
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype statistics are kept in: f64 for f64, f32 otherwise."""
+    return "f64" if dtype == "f64" else "f32"
+
+
+def sort_name(dtype: str) -> str:
+    if dtype in ALL:
+        return f"sort_{dtype}"
+    raise _unsupported("sort", dtype)
+
+
 def all_names() -> dict[str, list[str]]:
     """Every kernel name the storage can launch, by source file (for the coverage test)."""
     ew: list[str] = []
@@ -134,5 +152,20 @@ def all_names() -> dict[str, list[str]]:
         ew += [where_name(dtype)] + [cast_name(dtype, other) for other in ALL]
     ew += [f(size) for size in (1, 2, 4, 8) for f in (copy_name, fill_name)]
     red = [reduce_name(op, dtype) for op in REDUCE for dtype in ALL]
-    red += [cumsum_name(dtype) for dtype in ALL]
-    return {"elementwise": sorted(set(ew)), "reduce": red}
+    red += [cumsum_name(dtype) for dtype in ALL] + [sort_name(dtype) for dtype in ALL]
+    fused = [fused_name(f, d) for f in ("softmax", "norm", "rope") for d in FLOAT]
+    atomic = ("f16", "bf16", "f32", "f64", "i32", "i64")
+    indexing = [f"{k}_{d}" for k in ("index_select", "gather", "scatter") for d in ALL]
+    indexing += [f"{k}_{d}" for k in ("scatter_add", "index_add") for d in atomic]
+    pool = [f"{k}_{d}" for k in ("max_pool2d", "max_pool2d_backward", "avg_pool2d",
+                                 "adaptive_avg_pool2d") for d in FLOAT]  # fmt: skip
+    return {
+        "elementwise": sorted(set(ew)), "reduce": red, "fused": fused, "indexing": indexing,
+        "conv": [f"{k}_{d}" for k in ("im2col", "col2im") for d in FLOAT], "pool": pool,
+        "upsample": [f"upsample_{k}2d_{d}" for k in ("nearest", "bilinear") for d in FLOAT],
+        "quantized": [f"dequantize_{q}_{d}" for q in QTYPES for d in ("f32", "f16", "bf16")]
+        + [f"qmatvec_{q}_f32" for q in ("q4_0", "q8_0")],
+    }  # fmt: skip
+
+
+QTYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q6_k")

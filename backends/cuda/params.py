@@ -89,9 +89,24 @@ def _merge(shape, strides):
     return [m[0] for m in merged], [m[1] for m in merged]
 
 
-def pack_layout(layout) -> bytes:
-    """The 144-byte ``Layout`` struct; the contiguity flag enables the kernels' fast path."""
-    shape, strides = _merge(layout.shape, layout.strides)
+class Dims:
+    """A layout packed with its own dims (not merged): for kernels that read coordinates."""
+
+    __slots__ = ("layout",)
+
+    def __init__(self, layout):
+        self.layout = layout
+
+
+def pack_layout(layout, merge: bool = True) -> bytes:
+    """The 144-byte ``Layout`` struct; the contiguity flag enables the kernels' fast path.
+
+    Size-1 dims are dropped and adjacent dims that are contiguous with each other merged
+    (the C-order element order is unchanged) unless ``merge`` is False."""
+    if merge:
+        shape, strides = _merge(layout.shape, layout.strides)
+    else:
+        shape, strides = list(layout.shape), list(layout.strides)
     if len(shape) > MAX_DIMS:
         raise ValueError(
             f"the CUDA kernels take at most {MAX_DIMS} non-mergeable dims, got shape "
@@ -138,6 +153,11 @@ class Raw(bytes):
         return obj
 
 
+def geometry(*values: int) -> Raw:
+    """A struct of ``long long`` fields (ConvGeom, PoolGeom, UpGeom in the kernels)."""
+    return Raw(struct.pack(f"<{len(values)}q", *(int(v) for v in values)), 8)
+
+
 def pack_args(*args) -> bytes:
     """One argument buffer: pointers (``Ptr``), ``I32``/``U32``/``F32``, Python ``int`` as
     ``long long``, Python ``float`` as ``double``, layouts (anything with shape/strides/offset)
@@ -160,6 +180,8 @@ def pack_args(*args) -> bytes:
             data, align = struct.pack("<d", arg), 8
         elif isinstance(arg, Raw):
             data, align = bytes(arg), arg.align
+        elif isinstance(arg, Dims):
+            data, align = pack_layout(arg.layout, merge=False), 8
         elif hasattr(arg, "strides"):
             data, align = pack_layout(arg), 8
         else:

@@ -3,6 +3,8 @@ pinned staging for host copies, cuBLAS, and CUDA-event timers for the profiler."
 
 from __future__ import annotations
 
+import atexit
+
 import numpy as np
 
 from . import compile as _compile
@@ -118,8 +120,22 @@ def runtime() -> Runtime:
     global _RUNTIME
     rt = _RUNTIME
     if rt is None or rt.driver is not get_driver():
+        if rt is None:
+            atexit.register(_shutdown)
         rt = _RUNTIME = Runtime(get_driver())
     return rt
+
+
+def _shutdown() -> None:
+    """At exit: give cached blocks back while the contexts are still alive."""
+    rt = _RUNTIME
+    if rt is None:
+        return
+    for pool in rt.pools.values():
+        try:
+            pool.clear_cache()
+        except Exception:  # a dead context at interpreter exit: nothing left to free
+            pass
 
 
 def reset() -> None:

@@ -14,11 +14,15 @@ from ..base import BackendStorage
 from ..cpu._arrays import NUMPY_BY_NAME
 from ..errors import UnsupportedOnDevice
 from . import kernels as K
+from .attention import AttentionOps
+from .indexing import IndexingOps
+from .nn import NnOps
 from .params import I32, Layout, Ptr, Raw, contiguous_strides, numel, pack_args
 from .runtime import runtime
 
 THREADS = 256
 MAX_BLOCKS = 65535
+SORT_MAX = 1024
 ITEMSIZE = {name: dtype.itemsize for name, dtype in NUMPY_BY_NAME.items()}
 
 
@@ -26,7 +30,7 @@ def _blocks(n: int) -> int:
     return max(1, min(-(-n // THREADS), MAX_BLOCKS))
 
 
-class CudaStorage(BackendStorage):
+class CudaStorage(IndexingOps, NnOps, AttentionOps, BackendStorage):
     """``size`` elements of ``dtype`` (a name) on device ``index``; ``ptr`` is the address."""
 
     device_kind = "cuda"
@@ -52,7 +56,8 @@ class CudaStorage(BackendStorage):
     def _at(self, offset: int = 0) -> Ptr:
         return Ptr(self.ptr + offset * ITEMSIZE[self.dtype])
 
-    def _launch(self, source: str, name: str, n: int, *args, grid=None, block=None) -> None:
+    def _launch(self, source: str, name: str, n: int, *args, grid=None, block=None,
+                shared: int = 0) -> None:  # fmt: skip
         """Launch ``name`` from ``kernels/cuda/<source>.cu`` over ``n`` items (grid-stride)."""
         if n == 0:
             return
@@ -64,7 +69,7 @@ class CudaStorage(BackendStorage):
             grid or (_blocks(n), 1, 1),
             block or (THREADS, 1, 1),
             pack_args(*args),
-            0,
+            shared,
             rt.stream(self.index),
         )
 
@@ -264,6 +269,33 @@ class CudaStorage(BackendStorage):
             out = out.cast(Layout.contiguous(shape), dtype)
         return out
 
+    def sort(self, layout, dim: int, descending: bool):
+        """Stable sort along ``dim`` (at most 1024 long): (values, int64 indices); NaN sorts
+        as the largest value. One block per line, a bitonic network in shared memory."""
+        shape = tuple(layout.shape)
+        if not shape:
+            return self.contiguous(layout), CudaStorage.full((), 0, "i64", self.index)
+        dim %= len(shape)
+        k = shape[dim]
+        if k > SORT_MAX:
+            raise UnsupportedOnDevice(
+                f"op sort is not implemented on cuda for lines longer than {SORT_MAX} "
+                f"(dim {dim} of shape {shape})"
+            )
+        order = [d for d in range(len(shape)) if d != dim] + [dim]
+        src = Layout.of(layout).permute(order)
+        dst = Layout(shape, contiguous_strides(shape)).permute(order)
+        m = numel(shape) // k if k else 0
+        p = 1
+        while p < k:
+            p *= 2
+        values, indices = self._new(numel(shape)), self._new(numel(shape), "i64")
+        shared = p * (8 + (8 if self.dtype in ("f64", "i64") else 4))
+        self._launch("reduce", K.sort_name(self.dtype), m, values._at(), indices._at(), dst,
+                     self._at(), src, m, k, p, I32(descending),
+                     grid=(max(1, min(m, MAX_BLOCKS)), 1, 1), shared=shared)  # fmt: skip
+        return values, indices
+
     # -- matmul ---------------------------------------------------------------------------
     def matmul(self, lhs_layout, rhs, rhs_layout):
         """``(..., m, k) @ (..., k, n)`` through cuBLAS; batch dims already broadcast."""
@@ -292,6 +324,80 @@ class CudaStorage(BackendStorage):
                        b._at(lb.offset), ldb, batch_stride(lb.shape, lb.strides),
                        a._at(la.offset), lda, batch_stride(la.shape, la.strides),
                        out._at(), n, m * n, count)  # fmt: skip
+        return out
+
+    # -- fused --------------------------------------------------------------------------
+    def softmax(self, layout, dim: int):
+        """exp(x - max) / Σ exp(x - max) along ``dim``."""
+        return self._softmax(layout, dim, False)
+
+    def log_softmax(self, layout, dim: int):
+        """x - max - log Σ exp(x - max) along ``dim``."""
+        return self._softmax(layout, dim, True)
+
+    def _softmax(self, layout, dim: int, is_log: bool):
+        shape = tuple(layout.shape)
+        name = K.fused_name("softmax", self.dtype)
+        out = self._new(numel(shape))
+        if not shape:
+            shape, layout = (1,), Layout((1,), (1,), layout.offset)
+        dim %= len(shape)
+        order = [d for d in range(len(shape)) if d != dim] + [dim]
+        src = Layout.of(layout).permute(order)
+        dst = Layout(shape, contiguous_strides(shape)).permute(order)
+        k = shape[dim]
+        m = numel(shape) // k if k else 0
+        grid = (max(1, min(m, MAX_BLOCKS)), 1, 1)
+        self._launch("fused", name, m, out._at(), dst, self._at(), src, m, k, I32(is_log),
+                     grid=grid)  # fmt: skip
+        return out
+
+    def layer_norm(self, layout, weight, weight_layout, bias, bias_layout, eps: float):
+        """(x - mean) · rstd · w + b over the last dim. Returns (out, mean, rstd)."""
+        return self._norm(layout, weight, weight_layout, bias, bias_layout, eps, True)
+
+    def rms_norm(self, layout, weight, weight_layout, eps: float):
+        """x · rstd · w over the last dim; rstd = 1/sqrt(mean(x²) + eps). Returns (out, rstd)."""
+        out, _, rstd = self._norm(layout, weight, weight_layout, None, None, eps, False)
+        return out, rstd
+
+    def _norm(self, layout, weight, weight_layout, bias, bias_layout, eps, center):
+        shape = tuple(layout.shape)
+        k = shape[-1]
+        m = numel(shape[:-1])
+        cdt = K.compute_dtype(self.dtype)
+        out = self._new(numel(shape))
+        mean = self._new(m, cdt) if center else None
+        rstd = self._new(m, cdt)
+        w, lw = self._operand(weight, weight_layout, (k,))
+        b, lb = self._operand(bias, bias_layout, (k,))
+        grid = (max(1, min(m, MAX_BLOCKS)), 1, 1)
+        self._launch("fused", K.fused_name("norm", self.dtype), m, out._at(),
+                     mean._at() if center else Ptr(0), rstd._at(), self._at(), layout,
+                     w, lw, b, lb, m, k, float(eps), I32(weight is not None),
+                     I32(bias is not None), I32(center), grid=grid)  # fmt: skip
+        return out, mean, rstd
+
+    def _operand(self, other, layout, shape):
+        """(pointer, layout) of an optional operand in this dtype, broadcast to ``shape``."""
+        if other is None:
+            return Ptr(0), Layout.contiguous(shape)
+        if other.dtype != self.dtype:
+            other = other.cast(layout, self.dtype)
+            layout = Layout.contiguous(tuple(layout.shape))
+        return other._at(), _bcast(layout, shape)
+
+    def rope(self, layout, cos, cos_layout, sin, sin_layout, interleaved: bool):
+        """Rotate pairs of x (..., T, D) by cos/sin (..., T, D/2) (broadcast)."""
+        shape = tuple(layout.shape)
+        d = shape[-1]
+        rows = numel(shape[:-1])
+        half_shape = (*shape[:-1], d // 2)
+        c, lc = self._operand(cos, cos_layout, half_shape)
+        s, ls = self._operand(sin, sin_layout, half_shape)
+        out = self._new(numel(shape))
+        self._launch("fused", K.fused_name("rope", self.dtype), rows * (d // 2), out._at(),
+                     self._at(), layout, c, lc, s, ls, rows, d, I32(interleaved))  # fmt: skip
         return out
 
 

@@ -136,3 +136,63 @@ WB_ALL_DTYPES(INST_ARG)
         }                                                                           \
     }
 WB_ALL_DTYPES(CUMSUM_KERNEL)
+
+// Stable sort of each row of (M, K) (K <= 1024): a bitonic network in shared memory over
+// (value, index) keys, so equal values keep their order; NaN sorts as the largest value.
+// Shared memory: P * (8 + sizeof(compute type)) bytes, P = the power of two >= K (host).
+template <typename C>
+__device__ __forceinline__ bool sort_before(C va, long long ia, C vb, long long ib, int desc) {
+    if (ia < 0) return false;  // padding goes last
+    if (ib < 0) return true;
+    bool na = va != va, nb = vb != vb;
+    if (na || nb) {
+        if (na && nb) return ia < ib;
+        return desc ? na : nb;  // NaN first when descending, last when ascending
+    }
+    if (va != vb) return desc ? va > vb : va < vb;
+    return ia < ib;
+}
+
+#define SORT_KERNEL(name, T)                                                        \
+    extern "C" __global__ void sort_##name(T* __restrict__ vals, i64* __restrict__ idx, \
+                                           Layout lo, const T* __restrict__ in, Layout li, \
+                                           long long M, long long K, long long P, int desc) { \
+        typedef CmpAcc<T>::type C;                                                  \
+        extern __shared__ long long smem[];                                         \
+        long long* si = smem;                                                       \
+        C* sv = (C*)(smem + P);                                                     \
+        for (long long row = blockIdx.x; row < M; row += gridDim.x) {               \
+            for (long long i = threadIdx.x; i < P; i += blockDim.x) {               \
+                if (i < K) {                                                        \
+                    sv[i] = (C)wb_load(in[wb_offset(li, row * K + i)]);             \
+                    si[i] = i;                                                      \
+                } else {                                                            \
+                    si[i] = -1;                                                     \
+                }                                                                   \
+            }                                                                       \
+            __syncthreads();                                                        \
+            for (long long size = 2; size <= P; size <<= 1) {                       \
+                for (long long stride = size / 2; stride > 0; stride >>= 1) {       \
+                    for (long long i = threadIdx.x; i < P; i += blockDim.x) {       \
+                        long long j = i ^ stride;                                   \
+                        if (j <= i) continue;                                       \
+                        bool asc = (i & size) == 0;                                 \
+                        bool swap = asc ? sort_before(sv[j], si[j], sv[i], si[i], desc) \
+                                        : sort_before(sv[i], si[i], sv[j], si[j], desc); \
+                        if (swap) {                                                 \
+                            C tv = sv[i]; sv[i] = sv[j]; sv[j] = tv;                \
+                            long long ti = si[i]; si[i] = si[j]; si[j] = ti;        \
+                        }                                                           \
+                    }                                                               \
+                    __syncthreads();                                                \
+                }                                                                   \
+            }                                                                       \
+            for (long long i = threadIdx.x; i < K; i += blockDim.x) {               \
+                long long o = wb_offset(lo, row * K + i);                           \
+                vals[o] = in[wb_offset(li, row * K + si[i])];                       \
+                idx[o] = si[i];                                                     \
+            }                                                                       \
+            __syncthreads();                                                        \
+        }                                                                           \
+    }
+WB_ALL_DTYPES(SORT_KERNEL)

@@ -19,6 +19,10 @@ def fake(monkeypatch):
     previous = cuda_driver.set_driver(fake)
     cuda_runtime.reset()
     monkeypatch.setattr(cuda_compile, "ptx_path", lambda name, arch, *a, **k: f"{arch}/{name}")
+    fake.gemms = []
+    monkeypatch.setattr(
+        cuda_runtime.Runtime, "gemm", lambda self, *args: fake.gemms.append(args), raising=True
+    )
     yield fake
     cuda_driver.set_driver(previous)
     cuda_runtime.reset()

@@ -62,8 +62,9 @@ function activate(
     app.shell.activateById(current.id);
     const notebook = current.content;
     notebook.activeCellIndex = index;
-    notebook.mode = 'command';
     await notebook.scrollToCell(notebook.widgets[index], 'center');
+    // Command mode, so that a stray key press does not edit the cell.
+    notebook.mode = 'command';
   };
 
   const sidebar = new TimingsPanel({

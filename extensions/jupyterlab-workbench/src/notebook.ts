@@ -73,17 +73,6 @@ export class NotebookTimings implements INotebookTimings {
     };
   }
 
-  /** Read every cell's outputs again (a saved notebook, or after a reload). */
-  scan(): void {
-    const model = this._context.model;
-    if (!model) {
-      return;
-    }
-    for (let i = 0; i < model.cells.length; i++) {
-      this._scanCell(model.cells.get(i));
-    }
-  }
-
   dispose(): void {
     if (this._disposed) {
       return;

@@ -78,13 +78,12 @@ class ConvBlock(nn.Module):
 
     def __init__(self, vb: nn.VarBuilder, c1: int, c2: int, k: int = 1, s: int = 1):
         super().__init__()
+        weight = vb.get((c2, c1, k, k), "conv.weight")
+        dtype = vb.dtype or weight.dtype  # the stored dtype unless the builder sets one
         if vb.contains("conv.bias"):  # already folded
-            tensors = {
-                "weight": vb.get((c2, c1, k, k), "conv.weight"),
-                "bias": vb.get((c2,), "conv.bias"),
-            }
+            tensors = {"weight": weight, "bias": vb.get((c2,), "conv.bias")}
         else:
-            w = _numpy(vb.get((c2, c1, k, k), "conv.weight"))
+            w = _numpy(weight)
             bn = vb.pp("bn")
             gamma, beta = _numpy(bn.get(c2, "weight")), _numpy(bn.get(c2, "bias"))
             mean, var = _numpy(bn.get(c2, "running_mean")), _numpy(bn.get(c2, "running_var"))
@@ -93,7 +92,7 @@ class ConvBlock(nn.Module):
                 "weight": (w * scale[:, None, None, None]).astype(np.float32),
                 "bias": (beta - mean * scale).astype(np.float32),
             }
-        folded = nn.VarBuilder.from_dict(tensors, vb.dtype, vb.device)
+        folded = nn.VarBuilder.from_dict(tensors, dtype, vb.device)
         self.conv = nn.Conv2d(c1, c2, k, s, k // 2, vb=folded)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -245,7 +244,8 @@ class DetectHead(nn.Module):
             bins = vb.get((1, REG_MAX, 1, 1), "dfl.conv.weight").reshape(1, 1, REG_MAX, 1)
         else:
             bins = creation.from_numpy(np.arange(REG_MAX, dtype=np.float32).reshape(1, 1, -1, 1))
-        self.register_buffer("bins", bins.to(vb.device), persistent=False)
+        dtype = self.cv2[0][2].weight.dtype  # the head's dtype, whatever the file stored
+        self.register_buffer("bins", bins.to(vb.device).to_dtype(dtype), persistent=False)
         self._anchors: dict = {}
 
     @staticmethod

@@ -333,7 +333,7 @@ test('a saved notebook repopulates the panel and a section click scrolls to its 
   );
   // The status bar shows the last cell read.
   await expect(page.locator('#jp-workbench-timings-status')).toHaveText(
-    '⏱ 60.0 ms · 7 ops'
+    '60.0 ms · 7 ops'
   );
 
   // The bad payload is reported inline and on the console, never thrown.
@@ -369,6 +369,9 @@ test('a saved notebook repopulates the panel and a section click scrolls to its 
     '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.jp-mod-active'
   );
   await expect(active).toBeInViewport();
+  await expect(
+    page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook')
+  ).toHaveClass(/jp-mod-commandMode/);
   await expect(active.locator('.jp-WorkbenchTimings-output')).toBeVisible();
   await shot(page, 'scrolled-to-cell');
 });
