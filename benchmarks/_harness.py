@@ -196,6 +196,9 @@ def match_threads(requested: int | None) -> dict:
     if requested:
         threadpoolctl.threadpool_limits(requested)
     blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    # scipy (workbench's CPU backend imports scipy.special) may bring its own OpenBLAS: the one
+    # that matters is numpy's, which workbench's matmul uses.
+    blas.sort(key=lambda p: "numpy" not in p.get("filepath", ""))
     numpy_threads = blas[0]["num_threads"] if blas else 1
     threads = requested or numpy_threads
     torch.set_num_threads(threads)

@@ -140,6 +140,24 @@ def test_conv_half(fn_name, x_shape, w_shape, kwargs, dtype):
     _conv_case(fn_name, x_shape, w_shape, kwargs, True, dtype, "contiguous", atol=0.1, rtol=0.05)
 
 
+@pytest.mark.parametrize(
+    "fn_name, x_shape, w_shape, kwargs",
+    [
+        ("conv2d", (3, 4, 9, 7), (6, 2, 3, 3), dict(padding=1, groups=2)),  # row-stacked columns
+        ("conv2d", (3, 4, 9, 7), (6, 4, 3, 2), dict(stride=2, padding=1, dilation=(2, 1))),
+        ("conv_transpose2d", (3, 4, 5, 6), (4, 3, 3, 3), dict(stride=2, padding=1)),  # col2im
+    ],
+)
+def test_conv_in_row_bands(monkeypatch, fn_name, x_shape, w_shape, kwargs):
+    """Inputs too big for one column buffer are convolved a band of rows at a time."""
+    from workbench.backends.cpu import conv as cpu_conv
+
+    monkeypatch.setattr(cpu_conv, "_CHUNK_BYTES", 1024)
+    _conv_case(fn_name, x_shape, w_shape, kwargs, True, wb.f64, "transposed")
+    monkeypatch.setattr(cpu_conv, "_CHUNK_BYTES", 14000)  # wider bands, or a few whole images
+    _conv_case(fn_name, x_shape, w_shape, kwargs, True, wb.f64, "contiguous")
+
+
 def test_conv_sliced_weight_and_unbatched_input():
     x, w = _rand(3, 8, 7), _rand(4, 3, 3, 3, seed=1)
     check(
@@ -326,6 +344,7 @@ RESIZE = [
     dict(scale_factor=1.7),
     dict(scale_factor=(0.5, 2.3)),
     dict(scale_factor=3),
+    dict(scale_factor=(1.05, 2.06)),  # sizes kept / doubled by an odd scale
 ]
 
 
@@ -365,6 +384,7 @@ def test_upsample_bilinear2d(kwargs, dtype, align_corners):
         ((2, 3, 13), dict(scale_factor=0.6, mode="nearest")),
         ((2, 3, 13), dict(scale_factor=1.5, mode="linear")),
         ((1, 3, 13), dict(size=4, mode="linear", align_corners=True)),
+        ((1, 3, 13), dict(scale_factor=1.05, mode="linear")),
     ],
     ids=str,
 )

@@ -43,7 +43,7 @@ SAME = {  # one callable works for both libraries
     "permute_tuple": (lambda x: x.permute((1, 2, 0)), [(2, 3, 4)]),
     "t": (lambda x: x.t(), [(3, 4)]),
     "t_1d": (lambda x: x.t(), [(4,)]),
-    "T": (lambda x: x.T, [(2, 3, 4)]),
+    "T_2d": (lambda x: x.T, [(3, 4)]),
     "mT": (lambda x: x.mT, [(2, 3, 4)]),
     "broadcast_to": (lambda x: x.broadcast_to((2, 3, 4)), [(3, 1)]),
     "expand": (lambda x: x.expand(2, 3, 4), [(1, 4)]),
@@ -71,6 +71,8 @@ SAME = {  # one callable works for both libraries
     "chunk_more_than_size": (lambda x: x.chunk(4, 0), [(3, 5)]),
 }
 PAIRS = {  # (workbench fn, torch fn, input shapes)
+    # x.T reverses all dims (PyTorch deprecates .T beyond 2-d, so compare with permute)
+    "T_3d": (lambda x: x.T, lambda x: x.permute(2, 1, 0), [(2, 3, 4)]),
     "flip0": (lambda x: x.flip(0), lambda x: x.flip(0), [(3, 4)]),
     "flip_dims": (lambda x: x.flip((0, 2)), lambda x: x.flip((0, 2)), [(2, 3, 4)]),
     "flip_all": (lambda x: x.flip((0, 1, 2)), lambda x: x.flip((0, 1, 2)), [(2, 3, 4)]),

@@ -373,7 +373,7 @@ def test_from_numpy_shares_memory():
     t = wb.from_numpy(a)
     assert t.dtype is wb.f32 and t.shape == (2, 3)
     a[0, 0] = 42.0
-    assert t[0, 0].item() == 42.0 if hasattr(wb.Tensor, "__getitem__") else t.tolist()[0][0] == 42
+    assert t.tolist()[0][0] == 42.0
     t.mul_(2.0)
     assert a[0, 1] == 2.0
 
@@ -472,7 +472,6 @@ def test_item_and_tolist_match_torch(dtype):
     w, t = wb.tensor(data, dtype=dtype), torch.tensor(data, dtype=tdt(dtype))
     assert w.tolist() == t.tolist()
     assert type(w.tolist()[0][0]) is type(t.tolist()[0][0])
-    assert w[0, 0].item() == t[0, 0].item() if hasattr(wb.Tensor, "__getitem__") else True
     one = w.narrow(0, 1, 1).narrow(1, 1, 1)
     assert one.item() == t[1, 1].item() and type(one.item()) is type(t[1, 1].item())
     assert wb.tensor(3, dtype=dtype).tolist() == torch.tensor(3, dtype=tdt(dtype)).tolist()
@@ -485,7 +484,7 @@ def test_item_needs_one_element_and_python_protocols():
     with pytest.raises(wb.WorkbenchError, match="ambiguous"):
         bool(x)
     assert bool(wb.tensor([0.5])) and not bool(wb.tensor(0.0))
-    assert len(x) == 2 and [v.item() for v in x] == [1.5, 2.5]
+    assert len(x) == 2
     with pytest.raises(wb.WorkbenchError, match="len"):
         len(wb.tensor(1.0))
     assert f"{wb.tensor(math.pi):.3f}" == "3.142"

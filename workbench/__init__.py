@@ -74,12 +74,15 @@ from .quantized import GgmlDType, QEmbedding, QLinear, QMatMul, QTensor, QVarBui
 from .random import Generator, manual_seed
 from .tensor import Tensor, Var
 
-# Every op function (wb.exp, wb.cat, wb.conv2d, wb.softmax, ...), by its own name.
+# Every op function (wb.exp, wb.cat, wb.conv2d, wb.softmax, ...), by its own name; indexing is
+# spelled x[key] and x[key] = value.
 _OPS = {
     name: fn
     for family in _FAMILIES
     for name, fn in vars(family).items()
-    if getattr(fn, "op_name", None) and not name.startswith("_")
+    if getattr(fn, "op_name", None)
+    and not name.startswith("_")
+    and name not in ("getitem", "setitem")
 }
 globals().update(_OPS)
 

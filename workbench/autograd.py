@@ -72,20 +72,28 @@ class Node:
         self.name = name
         self.inputs = inputs
         self.backward = backward
+        # Storages, not tensors: a node holding its own output would make a reference cycle
+        # and keep the graph alive until the cycle collector runs.
         # (plain loops: generator expressions cost more than the work on two-input ops)
-        self.saved = tuple([(t, t._storage.version) for t in saved]) if saved else ()
+        self.saved = (
+            tuple([(t._storage, t._storage.version, t.shape) for t in saved]) if saved else ()
+        )
 
     def check_saved(self) -> None:
-        for tensor, version in self.saved:
-            if tensor._storage.version != version:
+        for storage, version, shape in self.saved:
+            if storage.version != version:
                 raise AutogradError(
-                    f"a tensor of shape {tensor.shape} saved for the gradient of {self.name} was "
+                    f"a tensor of shape {shape} saved for the gradient of {self.name} was "
                     "modified in place after it was used; clone() it before modifying it"
                 )
 
 
 def record(out: Tensor, name: str, inputs: tuple, backward: Callable, saved: tuple = ()) -> Tensor:
-    """Attach a Node to ``out`` when grad mode is on and an input requires a gradient."""
+    """Attach a Node to ``out`` when grad mode is on and an input requires a gradient.
+
+    A ``backward`` that needs the output's values must capture ``out.detach()`` (same memory,
+    no node), not ``out`` itself: that would be a reference cycle out -> node -> closure -> out.
+    """
     if GRAD_MODE.enabled:
         tracked = []
         needed = False

@@ -58,8 +58,28 @@ def _windows(xp: np.ndarray, kernel, stride, dilation, out_hw) -> np.ndarray:
     )
 
 
-def _batch_chunk(per_item_bytes: int, n: int) -> int:
-    return max(1, min(n, _CHUNK_BYTES // max(per_item_bytes, 1)))
+def _blocks(n: int, rows: int, row_bytes: int, halo: int = 0):
+    """(first image, images, first row, end row) blocks whose buffers stay near _CHUNK_BYTES:
+    whole images when one fits (``rows`` + ``halo`` rows of ``row_bytes``), else row bands of
+    one image (a band of r rows needs r + ``halo`` rows of buffer)."""
+    image = row_bytes * (rows + halo)
+    if image <= _CHUNK_BYTES:
+        m = max(1, min(n, _CHUNK_BYTES // max(image, 1)))
+        for n0 in range(0, n, m):
+            yield n0, min(m, n - n0), 0, rows
+        return
+    band = max(1, _CHUNK_BYTES // max(row_bytes, 1) - halo)
+    for n0 in range(n):
+        for r0 in range(0, rows, band):
+            yield n0, 1, r0, min(rows, r0 + band)
+
+
+def _buffer(shape, dtype, pool: list) -> np.ndarray:
+    """An uninitialised array of ``shape`` carved from one buffer reused across blocks."""
+    size = int(np.prod(shape))
+    if not pool or pool[0].size < size:
+        pool[:] = [np.empty(size, dtype)]
+    return pool[0][:size].reshape(shape)
 
 
 def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
@@ -90,13 +110,12 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
         k = cg * kh * kw
         wm = w.reshape(groups, og, k)
         out = np.empty((n, groups, og, length), ct)
-        chunk = _batch_chunk(c * kh * kw * length * ct.itemsize, n)
-        buf = np.empty((chunk, c, kh, kw, ho, wo), ct)
-        for n0 in range(0, n, chunk):
-            m = min(chunk, n - n0)
-            cols = buf[:m]
-            np.copyto(cols, win[n0 : n0 + m])
-            np.matmul(wm, cols.reshape(m, groups, k, length), out=out[n0 : n0 + m])
+        pool: list = []
+        for n0, m, r0, r1 in _blocks(n, ho, c * kh * kw * wo * ct.itemsize):
+            cols = _buffer((m, c, kh, kw, r1 - r0, wo), ct, pool)
+            np.copyto(cols, win[n0 : n0 + m, ..., r0:r1, :])
+            cols = cols.reshape(m, groups, k, (r1 - r0) * wo)
+            np.matmul(wm, cols, out=out[n0 : n0 + m, :, :, r0 * wo : r1 * wo])
     out = out.reshape(n, o, ho, wo)
     if bias is not None:
         out += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
@@ -121,17 +140,16 @@ def _conv_rows(xp, w, groups: int, stride_w: int, dilation, out_hw) -> np.ndarra
     wr = (
         w.reshape(groups, og, cg, kh, kw).transpose(0, 3, 1, 2, 4).reshape(groups, kh * og, cg * kw)
     )
-    rows = hp * wo
-    length = ho * wo
-    out = np.empty((n, groups, og, length), ct)
-    chunk = _batch_chunk((c * kw + o * kh) * rows * ct.itemsize, n)
-    buf = np.empty((chunk, c, kw, hp, wo), ct)
-    for n0 in range(0, n, chunk):
-        m = min(chunk, n - n0)
-        cols = buf[:m]
-        np.copyto(cols, win[n0 : n0 + m])
+    halo = dh * (kh - 1)
+    out = np.empty((n, groups, og, ho * wo), ct)
+    pool: list = []
+    for n0, m, r0, r1 in _blocks(n, ho, (c * kw + o * kh) * wo * ct.itemsize, halo):
+        rows = (r1 - r0 + halo) * wo
+        cols = _buffer((m, c, kw, r1 - r0 + halo, wo), ct, pool)
+        np.copyto(cols, win[n0 : n0 + m, :, :, r0 : r1 + halo])
         y = np.matmul(wr, cols.reshape(m, groups, cg * kw, rows)).reshape(m, groups, kh, og, rows)
-        dst = out[n0 : n0 + m]
+        length = (r1 - r0) * wo
+        dst = out[n0 : n0 + m, :, :, r0 * wo : r1 * wo]
         np.copyto(dst, y[:, :, 0, :, :length])
         for i in range(1, kh):
             dst += y[:, :, i, :, i * dh * wo : i * dh * wo + length]
@@ -206,11 +224,12 @@ def conv_transpose2d_array(x, w, bias, stride, padding, dilation, groups: int, o
     full_h = max((h - 1) * sh + dh * (kh - 1) + 1, ph + ho)
     full_w = max((wd - 1) * sw + dw * (kw - 1) + 1, pw + wo)
     full = np.zeros((n, groups, og, full_h, full_w), ct)
-    span_h = sh * (h - 1) + 1
     span_w = sw * (wd - 1) + 1
 
-    def target(i: int, j: int) -> np.ndarray:
-        return full[..., i * dh : i * dh + span_h : sh, j * dw : j * dw + span_w : sw]
+    def target(i: int, j: int, r0: int = 0, r1: int = h) -> np.ndarray:
+        """Where input rows r0..r1 land for kernel tap (i, j)."""
+        top = i * dh + r0 * sh
+        return full[..., top : top + sh * (r1 - r0 - 1) + 1 : sh, j * dw : j * dw + span_w : sw]
 
     if cg == 1:
         xg = x.astype(ct, copy=False).reshape(n, groups, 1, h, wd)
@@ -220,14 +239,13 @@ def conv_transpose2d_array(x, w, bias, stride, padding, dilation, groups: int, o
                 target(i, j)[...] += xg * wv[None, :, :, i, j, None, None]
     else:
         wm = w.reshape(groups, cg, og * kh * kw).transpose(0, 2, 1)  # (G, O/G·kh·kw, C/G)
-        xm = x.astype(ct, copy=False).reshape(n, groups, cg, h * wd)
-        chunk = _batch_chunk(o * kh * kw * h * wd * ct.itemsize, n)
-        for n0 in range(0, n, chunk):
-            m = min(chunk, n - n0)
-            cols = np.matmul(wm, xm[n0 : n0 + m]).reshape(m, groups, og, kh, kw, h, wd)
+        xm = x.astype(ct, copy=False).reshape(n, groups, cg, h, wd)
+        for n0, m, r0, r1 in _blocks(n, h, o * kh * kw * wd * ct.itemsize):
+            rows = xm[n0 : n0 + m, :, :, r0:r1].reshape(m, groups, cg, (r1 - r0) * wd)
+            cols = np.matmul(wm, rows).reshape(m, groups, og, kh, kw, r1 - r0, wd)
             for i in range(kh):
                 for j in range(kw):
-                    target(i, j)[n0 : n0 + m] += cols[:, :, :, i, j]
+                    target(i, j, r0, r1)[n0 : n0 + m] += cols[:, :, :, i, j]
     out = full[..., ph : ph + ho, pw : pw + wo].reshape(n, o, ho, wo)
     if bias is not None:
         out += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
@@ -260,16 +278,14 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
     win = _windows(xp, kernel, stride, dilation, (ho, wo))
     k = cg * kh * kw
     out = np.zeros((groups, og, k), ct)
-    chunk = _batch_chunk(c * kh * kw * length * ct.itemsize, n)
-    for n0 in range(0, n, chunk):
-        m = min(chunk, n - n0)
-        # columns laid out (G, K, m·L) so one matmul per group covers the whole chunk
-        cols = np.empty((groups, cg, kh, kw, m, ho, wo), ct)
-        np.copyto(
-            cols,
-            win[n0 : n0 + m].reshape(m, groups, cg, kh, kw, ho, wo).transpose(1, 2, 3, 4, 0, 5, 6),
-        )
-        gm = g[n0 : n0 + m].reshape(m, groups, og, length).transpose(1, 2, 0, 3)
+    pool: list = []
+    for n0, m, r0, r1 in _blocks(n, ho, c * kh * kw * wo * ct.itemsize):
+        # columns laid out (G, K, m·L) so one matmul per group covers the whole block
+        length = (r1 - r0) * wo
+        cols = _buffer((groups, cg, kh, kw, m, r1 - r0, wo), ct, pool)
+        block = win[n0 : n0 + m, ..., r0:r1, :].reshape(m, groups, cg, kh, kw, r1 - r0, wo)
+        np.copyto(cols, block.transpose(1, 2, 3, 4, 0, 5, 6))
+        gm = g[n0 : n0 + m, :, r0:r1].reshape(m, groups, og, length).transpose(1, 2, 0, 3)
         gm = gm.reshape(groups, og, m * length)
         out += np.matmul(gm, cols.reshape(groups, k, m * length).transpose(0, 2, 1))
     return out.reshape(o, cg, kh, kw)
@@ -286,21 +302,20 @@ def _weight_grad_rows(xp, g, kernel, groups: int, stride_w: int, dilation) -> np
     cg = c // groups
     og = o // groups
     ct = xp.dtype
-    length = ho * wo
     sn, sc, sh, sw = xp.strides
     win = as_strided(xp, (n, c, kw, hp, wo), (sn, sc, sw * dw, sh, sw * stride_w), writeable=False)
-    gm = g.reshape(n, groups, og, length)
+    halo = dh * (kh - 1)
     out = np.zeros((groups, og, kh, cg * kw), ct)
-    chunk = _batch_chunk(c * kw * hp * wo * ct.itemsize, n)
-    buf = np.empty((chunk, c, kw, hp, wo), ct)
-    for n0 in range(0, n, chunk):
-        m = min(chunk, n - n0)
-        cols = buf[:m]
-        np.copyto(cols, win[n0 : n0 + m])
-        cols = cols.reshape(m, groups, cg * kw, hp * wo)
+    pool: list = []
+    for n0, m, r0, r1 in _blocks(n, ho, c * kw * wo * ct.itemsize, halo):
+        length = (r1 - r0) * wo
+        cols = _buffer((m, c, kw, r1 - r0 + halo, wo), ct, pool)
+        np.copyto(cols, win[n0 : n0 + m, :, :, r0 : r1 + halo])
+        cols = cols.reshape(m, groups, cg * kw, (r1 - r0 + halo) * wo)
+        gm = g[n0 : n0 + m, :, r0:r1].reshape(m, groups, og, length)
         for i in range(kh):
             shifted = cols[..., i * dh * wo : i * dh * wo + length].transpose(0, 1, 3, 2)
-            out[:, :, i] += np.matmul(gm[n0 : n0 + m], shifted).sum(0)
+            out[:, :, i] += np.matmul(gm, shifted).sum(0)
     return out.reshape(groups, og, kh, cg, kw).transpose(0, 1, 3, 2, 4).reshape(o, cg, kh, kw)
 
 

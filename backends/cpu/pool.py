@@ -1,21 +1,20 @@
 """Pooling, upsampling and padding on the CPU (2-d; the ops run 1-d through a unit height).
 
 Windowed ops (max/avg pool) loop over the kh·kw window offsets, each a strided view of the
-padded input, so no window buffer is materialised. Resampling (adaptive pool, nearest and
-bilinear upsampling) is separable: one pass along W, one along H. Their gradients scatter back
-with segment sums over the (monotone) source indices. f16/bf16 are computed in f32.
+padded input, so no window buffer is materialised; max pooling keeps the argmax for its
+gradient. Adaptive average pooling is A_H @ x @ A_Wᵀ with averaging matrices (its gradient the
+transposed products). Upsampling is separable, one pass along H and one along W: gathers
+(strided copies for integer factors), and for the gradients, sums over each source's outputs
+done as a few gathers rather than numpy's slow reductions over tiny segments.
+f16/bf16 are computed in f32.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import F32, HALF_TYPES, contiguous, view
-from .conv import _windows
-
-
-def _compute_dtype(a: np.ndarray) -> np.dtype:
-    return F32 if a.dtype in HALF_TYPES else a.dtype
+from ._arrays import contiguous, view
+from .conv import _compute_dtype, _windows
 
 
 def _filled(x: np.ndarray, shape, padding, value, dtype) -> np.ndarray:

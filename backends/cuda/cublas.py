@@ -109,8 +109,8 @@ class Cublas:
     def gemm_strided_batched(self, handle, dtype: str, trans_a: bool, trans_b: bool,
                              m: int, n: int, k: int, a: int, lda: int, stride_a: int,
                              b: int, ldb: int, stride_b: int, c: int, ldc: int, stride_c: int,
-                             batch: int) -> None:  # fmt: skip
-        """Column-major ``C = op(A) op(B)`` for ``batch`` matrices (alpha 1, beta 0)."""
+                             batch: int, beta: float = 0.0) -> None:  # fmt: skip
+        """Column-major ``C = op(A) op(B) + beta C`` for ``batch`` matrices (alpha 1)."""
         dt = DATA_TYPES[dtype]
         if dtype == "f64":
             compute, scalar = CUBLAS_COMPUTE_64F, ctypes.c_double
@@ -118,7 +118,7 @@ class Cublas:
             tf32 = dtype == "f32" and self.allow_tf32
             compute = CUBLAS_COMPUTE_32F_FAST_TF32 if tf32 else CUBLAS_COMPUTE_32F
             scalar = ctypes.c_float
-        alpha, beta = scalar(1.0), scalar(0.0)
+        alpha, beta = scalar(1.0), scalar(beta)
         status = self.lib.cublasGemmStridedBatchedEx(
             handle, CUBLAS_OP_T if trans_a else CUBLAS_OP_N,
             CUBLAS_OP_T if trans_b else CUBLAS_OP_N, m, n, k, ctypes.byref(alpha),

@@ -157,12 +157,13 @@ def all_names() -> dict[str, list[str]]:
     atomic = ("f16", "bf16", "f32", "f64", "i32", "i64")
     indexing = [f"{k}_{d}" for k in ("index_select", "gather", "scatter") for d in ALL]
     indexing += [f"{k}_{d}" for k in ("scatter_add", "index_add") for d in atomic]
-    pool = [f"{k}_{d}" for k in ("max_pool2d", "max_pool2d_backward", "avg_pool2d",
-                                 "adaptive_avg_pool2d") for d in FLOAT]  # fmt: skip
+    pool = [f"{k}{b}_{d}" for k in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")
+            for b in ("", "_backward") for d in FLOAT]  # fmt: skip
     return {
         "elementwise": sorted(set(ew)), "reduce": red, "fused": fused, "indexing": indexing,
         "conv": [f"{k}_{d}" for k in ("im2col", "col2im") for d in FLOAT], "pool": pool,
-        "upsample": [f"upsample_{k}2d_{d}" for k in ("nearest", "bilinear") for d in FLOAT],
+        "upsample": [f"upsample_{k}2d{b}_{d}" for k in ("nearest", "bilinear")
+                     for b in ("", "_backward") for d in FLOAT],
         "quantized": [f"dequantize_{q}_{d}" for q in QTYPES for d in ("f32", "f16", "bf16")]
         + [f"qmatvec_{q}_f32" for q in ("q4_0", "q8_0")],
     }  # fmt: skip

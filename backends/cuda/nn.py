@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOnDevice
 from . import kernels as K
-from .params import F32, I32, Dims, Layout, geometry
+from .params import F32, I32, Dims, Layout, geometry, numel
 
 
 class NnOps:
@@ -53,6 +53,77 @@ class NnOps:
                 b_layout = Layout.contiguous((o,))
             b4 = Layout((n, o, ho, wo), (0, b_layout.strides[0], 0, 0), b_layout.offset)
             return out.binary("add", Layout.contiguous((n, o, ho, wo)), bias, b4)
+        return out
+
+    def conv_transpose2d(self, layout, weight, w_layout, bias, b_layout, stride, padding,
+                         dilation, groups: int, output_size):  # fmt: skip
+        """x (N, C, H, W), weight (C, O/groups, kh, kw) -> (N, O, *output_size).
+
+        The adjoint of conv2d: per image and group col_g = W_gᵀ (O/g·kh·kw, C/g) @ x_g
+        (C/g, H·W), then col2im scatters the columns into the output cropped at
+        ``padding`` = (top, left).
+        """
+        self._float_only("conv_transpose2d")
+        n, c, h, w = layout.shape
+        _, og, kh, kw = w_layout.shape
+        (sh, sw), (pt, pl), (dh, dw) = stride, padding, dilation
+        ho, wo = output_size
+        o = og * groups
+        out = self._new(n * o * ho * wo)
+        if out.size == 0:
+            return out
+        if weight.dtype != self.dtype:
+            weight = weight.cast(w_layout, self.dtype)
+            w_layout = Layout.contiguous(tuple(w_layout.shape))
+        wmat = weight.contiguous(w_layout)  # (C, O/g·kh·kw)
+        x = self.contiguous(layout)  # (N, C, H·W)
+        cg, kg, hw = c // groups, og * kh * kw, h * w
+        col = self._new(o * kh * kw * hw)
+        geom = geometry(o, ho, wo, kh, kw, sh, sw, pt, pl, dh, dw, h, w)
+        for img in range(n):
+            for g in range(groups):
+                a = Layout((kg, cg), (1, kg), g * cg * kg)  # W_gᵀ, a transposed view
+                b = Layout((cg, hw), (hw, 1), img * c * hw + g * cg * hw)
+                _gemm_into(wmat, a, x, b, col._at(g * kg * hw), self)
+            self._launch("conv", f"col2im_{self.dtype}", o * ho * wo,
+                         out._at(img * o * ho * wo), col._at(), geom)  # fmt: skip
+        if bias is not None:
+            if bias.dtype != self.dtype:
+                bias = bias.cast(b_layout, self.dtype)
+                b_layout = Layout.contiguous((o,))
+            b4 = Layout((n, o, ho, wo), (0, b_layout.strides[0], 0, 0), b_layout.offset)
+            return out.binary("add", Layout.contiguous((n, o, ho, wo)), bias, b4)
+        return out
+
+    def conv2d_backward_weight(self, layout, grad, grad_layout, kernel_size, stride, padding,
+                               dilation, groups: int):  # fmt: skip
+        """dL/dW of conv2d: x (N, C, H, W) is ``self``, grad (N, O, Ho, Wo) ->
+        (O, C/groups, kh, kw) = Σ_n grad_n,g (O/g, Ho·Wo) @ im2col(x_n)_gᵀ."""
+        self._float_only("conv2d_backward_weight")
+        n, c, h, w = layout.shape
+        _, o, ho, wo = grad_layout.shape
+        kh, kw = kernel_size
+        (sh, sw), ((pt, _), (pl, _)), (dh, dw) = stride, padding, dilation
+        cg, og = c // groups, o // groups
+        kg, cols = cg * kh * kw, ho * wo
+        out = self._new(o * kg)
+        if grad.dtype != self.dtype:
+            grad = grad.cast(grad_layout, self.dtype)
+            grad_layout = Layout.contiguous(tuple(grad_layout.shape))
+        g = grad.contiguous(grad_layout)
+        if n == 0 or cols == 0:
+            out.const_set(Layout.contiguous((o * kg,)), 0)
+            return out
+        col = self._new(c * kh * kw * cols)
+        geom = geometry(c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo)
+        for img in range(n):
+            self._launch("conv", f"im2col_{self.dtype}", c * kh * kw * cols, col._at(),
+                         self._at(), Dims(layout), img, geom)  # fmt: skip
+            for grp in range(groups):
+                a = Layout((og, cols), (cols, 1), img * o * cols + grp * og * cols)
+                b = Layout((cols, kg), (1, cols), grp * kg * cols)  # col_gᵀ, a transposed view
+                _gemm_into(g, a, col, b, out._at(grp * og * kg), self,
+                           beta=0.0 if img == 0 else 1.0)  # fmt: skip
         return out
 
     # -- pooling --------------------------------------------------------------------------
@@ -107,6 +178,34 @@ class NnOps:
                      Dims(layout), geom)  # fmt: skip
         return out
 
+    def avg_pool2d_backward(self, layout, input_size, kernel_size, stride, padding,
+                            count_include_pad: bool, divisor_override=None):  # fmt: skip
+        """Spread each output gradient evenly over its window: -> (N, C, H, W)."""
+        n, c, ho, wo = layout.shape
+        h, w = input_size
+        geom = geometry(n, c, h, w, *kernel_size, *stride, *padding, 1, 1, ho, wo)
+        return self._scatter_back("avg_pool2d_backward", layout, (n, c, h, w), geom,
+                                  I32(count_include_pad), int(divisor_override or 0))  # fmt: skip
+
+    def adaptive_avg_pool2d_backward(self, layout, input_size):
+        n, c, ho, wo = layout.shape
+        h, w = input_size
+        geom = geometry(n, c, h, w, 0, 0, 0, 0, 0, 0, 0, 0, ho, wo)
+        return self._scatter_back("adaptive_avg_pool2d_backward", layout, (n, c, h, w), geom)
+
+    def _scatter_back(self, op: str, layout, in_shape, *params):
+        """A backward kernel that atomically adds the (contiguous) output gradient into an f32
+        input gradient, then rounds it to this dtype."""
+        self._float_only(op)
+        g = self.contiguous(layout)
+        size = numel(in_shape)
+        acc = self._new(size, "f32")
+        acc.const_set(Layout.contiguous((size,)), 0)
+        source = "pool" if "pool" in op else "upsample"
+        self._launch(source, f"{op}_{self.dtype}", numel(layout.shape), acc._at(), g._at(),
+                     *params)  # fmt: skip
+        return acc if self.dtype == "f32" else acc.cast(Layout.contiguous((size,)), self.dtype)
+
     # -- upsampling -----------------------------------------------------------------------
     def upsample_nearest2d(self, layout, output_size, scales):
         """out[.., i, j] = x[.., src(i), src(j)], src(i) = min(⌊i·scale⌋, H-1)."""
@@ -122,19 +221,28 @@ class NnOps:
                      F32(sw))  # fmt: skip
         return out
 
+    def upsample_nearest2d_backward(self, layout, input_size, scales):
+        n, c, ho, wo = layout.shape
+        h, w = input_size
+        sh = 1.0 / scales[0] if scales[0] else h / ho
+        sw = 1.0 / scales[1] if scales[1] else w / wo
+        return self._scatter_back("upsample_nearest2d_backward", layout, (n, c, h, w),
+                                  geometry(n, c, h, w, ho, wo), F32(sh), F32(sw))  # fmt: skip
+
+    def upsample_bilinear2d_backward(self, layout, input_size, align_corners: bool, scales):
+        n, c, ho, wo = layout.shape
+        h, w = input_size
+        (sh, ah), (sw, aw) = _bilinear_params((h, w), (ho, wo), align_corners, scales)
+        return self._scatter_back("upsample_bilinear2d_backward", layout, (n, c, h, w),
+                                  geometry(n, c, h, w, ho, wo), F32(sh), F32(sw), I32(ah),
+                                  I32(aw))  # fmt: skip
+
     def upsample_bilinear2d(self, layout, output_size, align_corners: bool, scales):
         """Bilinear interpolation with PyTorch's source index (see ``upsample.cu``)."""
         self._float_only("upsample_bilinear2d")
         n, c, h, w = layout.shape
         ho, wo = output_size
-        params = []
-        for size, new, scale in ((h, ho, scales[0]), (w, wo, scales[1])):
-            if new == size:
-                params.append((1.0, 1))
-            elif align_corners:
-                params.append(((size - 1) / (new - 1) if new > 1 else 0.0, 1))
-            else:
-                params.append((1.0 / scale if scale else size / new, 0))
+        params = _bilinear_params((h, w), (ho, wo), align_corners, scales)
         total = n * c * ho * wo
         out = self._new(total)
         self._launch("upsample", f"upsample_bilinear2d_{self.dtype}", total, out._at(),
@@ -143,13 +251,31 @@ class NnOps:
         return out
 
 
-def _gemm_into(a_storage, a: Layout, b_storage, b: Layout, dst, like) -> None:
-    """Row-major (m, k) @ (k, n) into the contiguous (m, n) at address ``dst`` (cuBLAS)."""
+def _bilinear_params(sizes, new_sizes, align_corners: bool, scales):
+    """Per axis (scale, align flag) for ``upsample.cu``; an unchanged axis is an exact copy."""
+    params = []
+    for size, new, scale in zip(sizes, new_sizes, scales, strict=True):
+        if new == size:
+            params.append((1.0, 1))
+        elif align_corners:
+            params.append(((size - 1) / (new - 1) if new > 1 else 0.0, 1))
+        else:
+            params.append((1.0 / scale if scale else size / new, 0))
+    return params
+
+
+def _gemm_into(a_storage, a: Layout, b_storage, b: Layout, dst, like, beta: float = 0.0) -> None:
+    """Row-major (m, k) @ (k, n) (+ beta · C) into the contiguous (m, n) at address ``dst``.
+
+    Each operand is row-major or a transposed view (strides (1, ld)), read in place.
+    """
+    from .cublas import gemm_operand
     from .runtime import runtime
 
     m, k = a.shape
     n = b.shape[1]
-    # column-major Cᵀ (n x m) = Bᵀ (n x k) Aᵀ (k x m): B first, no transposes
-    runtime().gemm(like.index, like.dtype, False, False, n, m, k,
-                   b_storage._at(b.offset), b.strides[0], 0,
-                   a_storage._at(a.offset), a.strides[0], 0, dst, n, 0, 1)  # fmt: skip
+    ta, lda = gemm_operand(a.shape, a.strides)
+    tb, ldb = gemm_operand(b.shape, b.strides)
+    # column-major Cᵀ (n x m) = Bᵀ (n x k) Aᵀ (k x m): B first
+    runtime().gemm(like.index, like.dtype, tb, ta, n, m, k, b_storage._at(b.offset), ldb, 0,
+                   a_storage._at(a.offset), lda, 0, dst, n, 0, 1, beta=beta)  # fmt: skip

@@ -77,7 +77,7 @@ class Runtime:
     # -- cuBLAS ---------------------------------------------------------------------------
     def gemm(self, index: int, dtype: str, trans_a: bool, trans_b: bool, m: int, n: int, k: int,
              a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
-             c: int, ldc: int, stride_c: int, batch: int) -> None:  # fmt: skip
+             c: int, ldc: int, stride_c: int, batch: int, beta: float = 0.0) -> None:  # fmt: skip
         if self.cublas is None:
             from .cublas import Cublas
 
@@ -87,7 +87,7 @@ class Runtime:
         handle = self.cublas.handle(index, self.driver.stream_handle(self.stream(index)))
         self.cublas.gemm_strided_batched(
             handle, dtype, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b,
-            c, ldc, stride_c, batch,
+            c, ldc, stride_c, batch, beta,
         )  # fmt: skip
 
 

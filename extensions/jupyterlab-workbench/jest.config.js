@@ -17,6 +17,7 @@ const baseConfig = jestJupyterLab(__dirname);
 module.exports = {
   ...baseConfig,
   automock: false,
+  reporters: ['default'],
   // The built labextension copies package.json; ui-tests is its own project.
   modulePathIgnorePatterns: [
     '<rootDir>/jupyterlab_workbench/labextension',

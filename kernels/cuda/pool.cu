@@ -92,3 +92,41 @@ __device__ __forceinline__ long long x_at(const Layout& l, long long n, long lon
         }                                                                           \
     }
 WB_FLOAT_DTYPES(POOL_KERNELS)
+
+// Backward of avg / adaptive avg pooling: each output gradient (contiguous (N, C, Ho, Wo)) is
+// spread over its window into grad_in (N, C, H, W) f32, zeroed by the host (atomicAdd).
+#define POOL_BACKWARD_KERNELS(name, T)                                              \
+    extern "C" __global__ void avg_pool2d_backward_##name(float* __restrict__ grad_in, \
+                                                          const T* __restrict__ g, PoolGeom p, \
+                                                          int count_include_pad,     \
+                                                          long long divisor) {       \
+        long long total = p.N * p.C * p.Ho * p.Wo;                                  \
+        WB_LOOP(e, total) {                                                         \
+            long long ox = e % p.Wo, oy = (e / p.Wo) % p.Ho, nc = e / (p.Wo * p.Ho); \
+            long long y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;                 \
+            long long y1 = min(y0 + p.kh, p.H + p.ph), x1 = min(x0 + p.kw, p.W + p.pw); \
+            long long padded = (y1 - y0) * (x1 - x0);                               \
+            y0 = max(y0, 0LL); x0 = max(x0, 0LL);                                   \
+            y1 = min(y1, p.H); x1 = min(x1, p.W);                                   \
+            long long div = divisor > 0 ? divisor                                   \
+                          : (count_include_pad ? padded : (y1 - y0) * (x1 - x0));   \
+            float v = (float)wb_load(g[e]) / (float)div;                            \
+            for (long long y = y0; y < y1; ++y)                                     \
+                for (long long xx = x0; xx < x1; ++xx)                              \
+                    atomicAdd(grad_in + (nc * p.H + y) * p.W + xx, v);              \
+        }                                                                           \
+    }                                                                               \
+    extern "C" __global__ void adaptive_avg_pool2d_backward_##name(                 \
+        float* __restrict__ grad_in, const T* __restrict__ g, PoolGeom p) {         \
+        long long total = p.N * p.C * p.Ho * p.Wo;                                  \
+        WB_LOOP(e, total) {                                                         \
+            long long ox = e % p.Wo, oy = (e / p.Wo) % p.Ho, nc = e / (p.Wo * p.Ho); \
+            long long y0 = oy * p.H / p.Ho, y1 = ((oy + 1) * p.H + p.Ho - 1) / p.Ho; \
+            long long x0 = ox * p.W / p.Wo, x1 = ((ox + 1) * p.W + p.Wo - 1) / p.Wo; \
+            float v = (float)wb_load(g[e]) / (float)((y1 - y0) * (x1 - x0));        \
+            for (long long y = y0; y < y1; ++y)                                     \
+                for (long long xx = x0; xx < x1; ++xx)                              \
+                    atomicAdd(grad_in + (nc * p.H + y) * p.W + xx, v);              \
+        }                                                                           \
+    }
+WB_FLOAT_DTYPES(POOL_BACKWARD_KERNELS)

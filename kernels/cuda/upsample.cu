@@ -50,3 +50,37 @@ __device__ __forceinline__ float up_src(long long o, float scale, int align) {
         }                                                                           \
     }
 WB_FLOAT_DTYPES(UPSAMPLE_KERNELS)
+
+// Backward: each output gradient (contiguous (N, C, Ho, Wo)) goes to the input pixels it was
+// read from, into grad_in (N, C, H, W) f32 zeroed by the host (atomicAdd).
+#define UPSAMPLE_BACKWARD_KERNELS(name, T)                                          \
+    extern "C" __global__ void upsample_nearest2d_backward_##name(                  \
+        float* __restrict__ grad_in, const T* __restrict__ g, UpGeom u, float scale_h, \
+        float scale_w) {                                                            \
+        long long total = u.N * u.C * u.Ho * u.Wo;                                  \
+        WB_LOOP(e, total) {                                                         \
+            long long ox = e % u.Wo, oy = (e / u.Wo) % u.Ho, nc = e / (u.Wo * u.Ho); \
+            long long y = min((long long)floorf((float)oy * scale_h), u.H - 1);     \
+            long long xx = min((long long)floorf((float)ox * scale_w), u.W - 1);    \
+            atomicAdd(grad_in + (nc * u.H + y) * u.W + xx, (float)wb_load(g[e]));   \
+        }                                                                           \
+    }                                                                               \
+    extern "C" __global__ void upsample_bilinear2d_backward_##name(                 \
+        float* __restrict__ grad_in, const T* __restrict__ g, UpGeom u, float scale_h, \
+        float scale_w, int align_h, int align_w) {                                  \
+        long long total = u.N * u.C * u.Ho * u.Wo;                                  \
+        WB_LOOP(e, total) {                                                         \
+            long long ox = e % u.Wo, oy = (e / u.Wo) % u.Ho, nc = e / (u.Wo * u.Ho); \
+            float sy = up_src(oy, scale_h, align_h), sx = up_src(ox, scale_w, align_w); \
+            long long y0 = min((long long)sy, u.H - 1), x0 = min((long long)sx, u.W - 1); \
+            long long y1 = min(y0 + 1, u.H - 1), x1 = min(x0 + 1, u.W - 1);         \
+            float ly = sy - (float)y0, lx_ = sx - (float)x0;                        \
+            float v = (float)wb_load(g[e]);                                         \
+            float* base = grad_in + nc * u.H * u.W;                                 \
+            atomicAdd(base + y0 * u.W + x0, v * (1.f - ly) * (1.f - lx_));          \
+            atomicAdd(base + y0 * u.W + x1, v * (1.f - ly) * lx_);                  \
+            atomicAdd(base + y1 * u.W + x0, v * ly * (1.f - lx_));                  \
+            atomicAdd(base + y1 * u.W + x1, v * ly * lx_);                          \
+        }                                                                           \
+    }
+WB_FLOAT_DTYPES(UPSAMPLE_BACKWARD_KERNELS)

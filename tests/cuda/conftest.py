@@ -21,7 +21,10 @@ def fake(monkeypatch):
     monkeypatch.setattr(cuda_compile, "ptx_path", lambda name, arch, *a, **k: f"{arch}/{name}")
     fake.gemms = []
     monkeypatch.setattr(
-        cuda_runtime.Runtime, "gemm", lambda self, *args: fake.gemms.append(args), raising=True
+        cuda_runtime.Runtime,
+        "gemm",
+        lambda self, *args, **kw: fake.gemms.append(args),
+        raising=True,
     )
     yield fake
     cuda_driver.set_driver(previous)

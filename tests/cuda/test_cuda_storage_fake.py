@@ -312,5 +312,39 @@ def test_sort_launch(fake):
     name, grid, _, args = fake.launches[-1]
     assert name == "sort_f64" and grid == (100, 1, 1)
     assert values.dtype == "f64" and indices.dtype == "i64"
-    pos = 24 + 2 * LAYOUT_SIZE + 8
+    pos = 24 + 2 * LAYOUT_SIZE  # vals, idx, dst layout, input, src layout
     assert struct.unpack_from("<qqqi", args, pos) == (100, 3, 4, 1)
+
+
+def test_conv_transpose_and_weight_grad_gemms(fake):
+    x = CudaStorage.from_numpy(np.ones((2, 4, 3, 3), np.float32))
+    w = CudaStorage.from_numpy(np.ones((4, 3, 2, 2), np.float32))  # (C, O/g, kh, kw), g = 2
+    out = x.conv_transpose2d(Layout.contiguous((2, 4, 3, 3)), w, Layout.contiguous((4, 3, 2, 2)),
+                             None, None, (2, 2), (0, 0), (1, 1), 2, (6, 6))  # fmt: skip
+    assert out.size == 2 * 6 * 6 * 6
+    assert len(fake.gemms) == 4 and len(kernel_launches(fake, "col2im_f32")) == 2
+    _, _, tb, ta, n, m, k, *_ = fake.gemms[0]
+    assert (tb, ta, n, m, k) == (False, True, 9, 12, 2)  # W_gᵀ read transposed
+    fake.gemms.clear()
+    g = CudaStorage.from_numpy(np.ones((2, 6, 3, 3), np.float32))
+    dw = x.conv2d_backward_weight(Layout.contiguous((2, 4, 3, 3)), g,
+                                  Layout.contiguous((2, 6, 3, 3)), (3, 3), (1, 1),
+                                  ((1, 1), (1, 1)), (1, 1), 2)  # fmt: skip
+    assert dw.size == 6 * 2 * 3 * 3 and len(fake.gemms) == 4
+    _, _, tb, ta, n, m, k, *_ = fake.gemms[0]
+    assert (tb, ta, n, m, k) == (True, False, 18, 3, 9)
+
+
+def test_pool_and_upsample_backward_accumulate_in_f32(fake):
+    g = CudaStorage.from_numpy(np.ones((1, 2, 3, 3), np.float16))
+    lay = Layout.contiguous((1, 2, 3, 3))
+    grad = g.avg_pool2d_backward(lay, (6, 6), (2, 2), (2, 2), (0, 0), True, None)
+    assert grad.dtype == "f16" and grad.size == 72
+    names = [launch[0] for launch in fake.launches[-3:]]
+    assert names == ["fill_b4", "avg_pool2d_backward_f16", "cast_f32_f16"]
+    g.upsample_bilinear2d_backward(lay, (2, 3), True, (None, None))
+    args = [launch for launch in fake.launches if launch[0].startswith("upsample")][-1][3]
+    assert struct.unpack_from("<ffii", args, 16 + 48) == (0.5, 1.0, 1, 1)  # (2-1)/(3-1); copy
+    g.adaptive_avg_pool2d_backward(lay, (5, 7))
+    g.upsample_nearest2d_backward(lay, (2, 2), (None, None))
+    assert fake.launches[-2][0] == "upsample_nearest2d_backward_f16"

@@ -221,7 +221,19 @@ def test_conv2d(groups, dtype):
         return torch.nn.functional.conv2d(x, w, b, (2, 1), 1, 1, groups)
 
     check_cuda(lambda x, w, b: wb.conv2d(x, w, b, stride=(2, 1), padding=1, groups=groups),
-               [x, w, b], dtype, grad=False, atol=tol, rtol=tol, torch_fn=ref)  # fmt: skip
+               [x, w, b], dtype, atol=tol, rtol=tol, torch_fn=ref)  # fmt: skip
+
+
+def test_conv_transpose2d():
+    x = RNG.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+    def ref(x, w):
+        return torch.nn.functional.conv_transpose2d(x, w, None, 2, 1, 1, 2)
+
+    check_cuda(lambda x, w: wb.conv_transpose2d(x, w, None, stride=2, padding=1,
+                                                output_padding=1, groups=2),
+               [x, w], torch_fn=ref)  # fmt: skip
 
 
 def test_pools_and_upsample():
@@ -286,3 +298,21 @@ def test_sort(dim, descending):
     np.testing.assert_array_equal(gpu_i.numpy(), cpu_i.numpy())
     with pytest.raises(wb.errors.UnsupportedOnDevice, match="longer than 1024"):
         wb.sort(wb.zeros(2000, device="cuda"), 0)
+
+
+def test_pool_and_upsample_gradients():
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    F = torch.nn.functional
+
+    def bilinear(t):
+        return F.interpolate(t, (11, 13), mode="bilinear", align_corners=True)
+
+    check_cuda(lambda t: wb.max_pool2d(t, 2), [x], torch_fn=lambda t: F.max_pool2d(t, 2))
+    check_cuda(lambda t: wb.avg_pool2d(t, 3, 2, 1), [x],
+               torch_fn=lambda t: F.avg_pool2d(t, 3, 2, 1))  # fmt: skip
+    check_cuda(lambda t: wb.adaptive_avg_pool2d(t, (3, 5)), [x],
+               torch_fn=lambda t: F.adaptive_avg_pool2d(t, (3, 5)))  # fmt: skip
+    check_cuda(lambda t: wb.upsample_nearest2d(t, (16, 12)), [x],
+               torch_fn=lambda t: F.interpolate(t, (16, 12), mode="nearest"))  # fmt: skip
+    check_cuda(lambda t: wb.upsample_bilinear2d(t, (11, 13), align_corners=True), [x],
+               torch_fn=bilinear)  # fmt: skip

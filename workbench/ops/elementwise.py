@@ -25,7 +25,8 @@ def _unary(name: str, x: Tensor, backward=None, float_only: bool = True) -> Tens
         x = to_dtype(x, dt.f32)
     out = new(x._storage.unary(name, x._layout), x.shape, x.dtype, x.device)
     if backward is not None and x.requires_grad and GRAD_MODE.enabled:
-        record(out, name, (x,), lambda g: (backward(g, x, out),), saved=(x, out))
+        value = out.detach()
+        record(out, name, (x,), lambda g: (backward(g, x, value),), saved=(x, value))
     return out
 
 
@@ -239,11 +240,13 @@ def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """x if x > 0 else α (eˣ - 1)"""
     out = new(x._storage.elu(x._layout, float(alpha)), x.shape, x.dtype, x.device)
 
+    value = out.detach()
+
     def backward(g: Tensor) -> tuple[Tensor]:
         positive = (x > 0).to_dtype(g.dtype)
-        return (g * (positive + (1.0 - positive) * (out + alpha)),)
+        return (g * (positive + (1.0 - positive) * (value + alpha)),)
 
-    return record(out, "elu", (x,), backward, saved=(x, out))
+    return record(out, "elu", (x,), backward, saved=(x, value))
 
 
 @op
@@ -332,15 +335,16 @@ def _binary_impl(name: str, a, b, backward) -> Tensor:
     out.requires_grad = False
     out._node = out.grad = out._base = None
     if GRAD_MODE.enabled and (a.requires_grad or b.requires_grad) and backward is not None:
+        value = out.detach()
         record(
             out,
             name,
             (a, b),
             lambda g: tuple(
                 None if gi is None else sum_to_shape(gi, t.shape)
-                for gi, t in zip(backward(g, a, b, out), (a, b), strict=True)
+                for gi, t in zip(backward(g, a, b, value), (a, b), strict=True)
             ),
-            saved=() if name in _NOTHING_SAVED else (a, b, out),
+            saved=() if name in _NOTHING_SAVED else (a, b, value),
         )
     return out
 
@@ -371,11 +375,12 @@ def _binary_scalar(name: str, x: Tensor, s, reverse: bool, backward) -> Tensor:
     storage = x._storage.binary_scalar(name, x._layout, s, reverse)
     out = make(storage, _contiguous(x.shape), dtype, x.device)
     if GRAD_MODE.enabled and x.requires_grad and backward is not None:
-        saved = () if name in _NOTHING_SAVED_SCALAR and not reverse else (x, out)
+        value = out.detach()
+        saved = () if name in _NOTHING_SAVED_SCALAR and not reverse else (x, value)
         if reverse:
-            record(out, name, (x,), lambda g: (backward(g, s, x, out)[1],), saved=saved)
+            record(out, name, (x,), lambda g: (backward(g, s, x, value)[1],), saved=saved)
         else:
-            record(out, name, (x,), lambda g: (backward(g, x, s, out)[0],), saved=saved)
+            record(out, name, (x,), lambda g: (backward(g, x, s, value)[0],), saved=saved)
     return out
 
 

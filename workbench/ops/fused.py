@@ -91,13 +91,14 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     _float_input("softmax", x)
     dim = norm_dim(dim, x.ndim, "softmax")
     out = _along("softmax", x, dim)
+    y = out.detach()  # not ``out``: see ``autograd.record``
 
     def backward(g: Tensor):
         if x.ndim == 0:  # softmax of a scalar is the constant 1
             return (g * 0.0,)
-        return (out * (g - (g * out).sum(dim, keepdim=True)),)
+        return (y * (g - (g * y).sum(dim, keepdim=True)),)
 
-    return record(out, "softmax", (x,), backward, saved=(out,))
+    return record(out, "softmax", (x,), backward, saved=(y,))
 
 
 @op
@@ -109,13 +110,14 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     _float_input("log_softmax", x)
     dim = norm_dim(dim, x.ndim, "log_softmax")
     out = _along("log_softmax", x, dim)
+    y = out.detach()  # not ``out``: see ``autograd.record``
 
     def backward(g: Tensor):
         if x.ndim == 0:  # log_softmax of a scalar is the constant 0
             return (g * 0.0,)
-        return (g - out.exp() * g.sum(dim, keepdim=True),)
+        return (g - y.exp() * g.sum(dim, keepdim=True),)
 
-    return record(out, "log_softmax", (x,), backward, saved=(out,))
+    return record(out, "log_softmax", (x,), backward, saved=(y,))
 
 
 # -- normalisation ---------------------------------------------------------------------------

@@ -354,7 +354,12 @@ def interpolate(
     align_corners: bool | None = None,
 ) -> Tensor:
     """Resize as ``torch.nn.functional.interpolate``: ``mode`` "nearest" (3-d or 4-d input),
-    "linear" (3-d) or "bilinear" (4-d). ``align_corners`` is for the linear modes only."""
+    "linear" (3-d) or "bilinear" (4-d). ``align_corners`` is for the linear modes only.
+
+    One rule for 1-d and 2-d "nearest": an output size equal to (or twice) the input's maps
+    i -> i (or i // 2) whatever the scale_factor. PyTorch's 2-d kernels and its 1-d backward
+    do so; its 1-d forward kernel does not (it differs there, e.g. L=5, scale_factor=1.13).
+    """
     modes = {"nearest": (3, 4), "linear": (3,), "bilinear": (4,)}
     if mode not in modes:
         raise ShapeError(f"interpolate: mode must be one of {tuple(modes)}, found {mode!r}")

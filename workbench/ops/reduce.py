@@ -93,14 +93,15 @@ def _check_not_empty(name: str, x: Tensor, dims) -> None:
 def _extremum(name: str, x: Tensor, dim, keepdim: bool) -> Tensor:
     _check_not_empty(name, x, dim)
     out = _reduce(name, x, dim, keepdim, x.dtype)
+    value = out.detach()  # not ``out``: see ``record``
 
     def backward(g: Tensor):
         # The gradient is shared evenly between tied extrema, as PyTorch's amax/amin.
-        hit = eq(x, _keep(out, x, dim, keepdim)).to_dtype(g.dtype)
+        hit = eq(x, _keep(value, x, dim, keepdim)).to_dtype(g.dtype)
         count = sum(hit, dim, keepdim=True)
         return (_keep(g, x, dim, keepdim) * hit / count,)
 
-    return record(out, name, (x,), backward, saved=(x, out))
+    return record(out, name, (x,), backward, saved=(x, value))
 
 
 @op
@@ -188,15 +189,17 @@ def norm(x: Tensor, p: float = 2.0, dim=None, keepdim: bool = False) -> Tensor:
         else:
             out = sum(x.abs().powf(p), dim, keepdim).powf(1.0 / p)
 
+    value = out.detach()  # not ``out``: see ``record``
+
     def backward(g: Tensor):
-        n = _keep(out, x, dim, keepdim)
+        n = _keep(value, x, dim, keepdim)
         n = where(eq(n, 0), math.inf, n)  # x / inf = 0 where the whole group is 0
         if p == 2:
             return (_keep(g, x, dim, keepdim) * x / n,)
         ratio = x.abs() / n
         return (_keep(g, x, dim, keepdim) * x.sign() * ratio.powf(p - 1.0),)
 
-    return record(out, "norm", (x,), backward, saved=(x, out))
+    return record(out, "norm", (x,), backward, saved=(x, value))
 
 
 @op

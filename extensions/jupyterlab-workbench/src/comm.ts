@@ -248,13 +248,16 @@ export class TimingsComm {
       created.onMsg = msg => this._handle(msg.content.data);
       const done = created
         .open({ type: 'hello', version: SUPPORTED_VERSIONS[0] })
-        .done.then(() => true);
+        .done.then(
+          () => true,
+          () => false // the future was disposed: a restart or a dead kernel
+        );
       const timeout = new Promise<boolean>(resolve => {
         timer = setTimeout(() => resolve(false), this._openTimeoutMs);
       });
       if (!(await Promise.race([done, timeout]))) {
-        // Lost on the way (e.g. sent while the kernel restarted) or stuck
-        // behind a long cell: give up; the next executed cell retries.
+        // Lost on the way (e.g. sent while the kernel restarted), cancelled,
+        // or stuck behind a long cell: give up; the next executed cell retries.
         closeQuietly(created);
         return { comm, open: false };
       }

@@ -1,17 +1,12 @@
-"""Kernel-side stand-ins for workbench's profiling magics, used by the UI tests.
+"""A crafted timings payload for the one UI test that needs one.
 
-The UI tests must not depend on the real kernel side (``%%wb_profile`` and
-``%wb_profile auto on`` in ``workbench.notebook``), so this module speaks the
-same contract (docs/timings-payload.md, version 1) with made-up timings:
-
-- ``emit_timings()`` is what ``%%wb_profile`` ends with: a display output of
-  MIME type ``application/vnd.workbench.timings+json`` for the running cell;
-- ``enable_fake_auto()`` is what ``%wb_profile auto on`` does: it registers the
-  ``workbench.timings`` comm target and, after each later cell, sends
-  ``{"type": "timings", "payload": ...}`` on every open comm.
-
-To test against the real magics, replace the two calls in
-``tests/timings.spec.ts`` with ``%%wb_profile`` / ``%wb_profile auto on``.
+The UI tests drive the real kernel side (``%load_ext workbench``,
+``%%wb_profile``, ``%wb_profile auto on``). Real timings on this machine are
+CPU-only and vary from run to run, so the test of exact totals, bar widths and
+the device filter displays this deterministic version-1 payload
+(docs/timings-payload.md) instead, with ``cuda:0`` rows that cannot exist here:
+``emit_timings()`` displays it as ``%%wb_profile`` does, as a display output of
+MIME type ``application/vnd.workbench.timings+json`` for the running cell.
 """
 
 from __future__ import annotations
@@ -21,7 +16,6 @@ from IPython import get_ipython
 from IPython.display import display
 
 MIME_TYPE = "application/vnd.workbench.timings+json"
-COMM_TARGET = "workbench.timings"
 VERSION = 1
 
 # (name, device, calls, total_ms, self_ms, device_ms): deterministic made-up ops.
@@ -92,49 +86,3 @@ def emit_timings(ops=DEFAULT_OPS, scale=1.0):
     text = f"<workbench timings: {len(payload['rows'])} ops, cell {payload['cell_id']}>"
     display({MIME_TYPE: payload, "text/plain": text}, raw=True)
     return payload
-
-
-class FakeAutoProfiler:
-    """Sends a payload on the ``workbench.timings`` comm after every cell."""
-
-    def __init__(self, ip):
-        self.ip = ip
-        self.comms = []
-        self.sent = 0
-        self._skip = None
-
-    def enable(self):
-        manager = getattr(self.ip.kernel, "comm_manager", None)
-        if manager is None:
-            import comm
-
-            manager = comm.get_comm_manager()
-        manager.register_target(COMM_TARGET, self._on_open)
-        # The cell that turns auto mode on is not profiled.
-        self._skip = current_execution_count()
-        self.ip.events.register("post_run_cell", self._post_run_cell)
-
-    def _on_open(self, comm, open_msg):
-        self.comms.append(comm)
-        comm.on_msg(lambda msg: self._on_msg(comm, msg))
-        comm.on_close(lambda msg: self.comms.remove(comm) if comm in self.comms else None)
-
-    def _on_msg(self, comm, msg):
-        if msg["content"]["data"].get("type") == "hello":
-            comm.send({"type": "ready", "version": VERSION})
-
-    def _post_run_cell(self, result):
-        count = result.execution_count
-        if count == self._skip:
-            return
-        payload = make_payload(result.info.cell_id, count, scale=0.5)
-        for comm in list(self.comms):
-            comm.send({"type": "timings", "payload": payload})
-            self.sent += 1
-
-
-def enable_fake_auto():
-    """Stand-in for ``%wb_profile auto on``."""
-    profiler = FakeAutoProfiler(get_ipython())
-    profiler.enable()
-    return profiler

@@ -1,9 +1,12 @@
 /**
  * UI tests of the Kernel timings panel, status item and MIME renderer.
  *
- * The kernel side is faked by ../workbench_ui_helpers.py (uploaded next to
- * each test notebook): `wb.emit_timings()` stands for `%%wb_profile`,
- * `wb.enable_fake_auto()` for `%wb_profile auto on`.
+ * The notebooks run the real kernel side: `%load_ext workbench`, then
+ * `%%wb_profile` cells and `%wb_profile auto on`. Real timings are CPU-only
+ * and vary between runs, so exact totals, bar widths and the device filter
+ * are checked on a crafted payload with `cuda:0` rows, displayed by
+ * ../workbench_ui_helpers.py (`emit_timings()`, uploaded next to that test's
+ * notebook); the saved-notebook test writes its payloads into the file.
  */
 import {
   expect,
@@ -18,7 +21,19 @@ const HELPERS = 'workbench_ui_helpers.py';
 const SHOTS = path.resolve(__dirname, '..', 'test-results', 'screenshots');
 const MIME = 'application/vnd.workbench.timings+json';
 
-// Ops of the helper's default payload, by total time (the payload's order).
+const LOAD = 'import workbench as wb\n%load_ext workbench';
+// Real ops with distinct call counts: matmul 1, relu 2, sum 3. No indented
+// blocks: the editor auto-indents what setCell types.
+const PROFILED = [
+  '%%wb_profile',
+  'x = wb.randn(64, 64)',
+  'y = x @ x',
+  'r = [y.relu() for _ in range(2)]',
+  's = [y.sum() for _ in range(3)]'
+].join('\n');
+const REAL_OPS = ['matmul', 'relu', 'sum'];
+
+// Ops of the helper's crafted payload, by total time (the payload's order).
 const OPS_BY_TOTAL = [
   'matmul',
   'conv2d',
@@ -49,19 +64,21 @@ test.use({
   }
 });
 
-test.beforeEach(async ({ page, tmpPath }) => {
-  await page.contents.uploadFile(
-    path.resolve(__dirname, '..', HELPERS),
-    `${tmpPath}/${HELPERS}`
-  );
-});
-
 function panel(page: IJupyterLabPageFixture): Locator {
   return page.locator('#jp-workbench-timings');
 }
 
 function sections(page: IJupyterLabPageFixture): Locator {
   return panel(page).locator('.jp-WorkbenchTimings-cell');
+}
+
+function opNames(scope: Locator): Locator {
+  return scope.locator('td[data-column="name"] .jp-WorkbenchTimings-opName');
+}
+
+/** The op names shown in `scope`, sorted (real timings have no fixed order). */
+async function sortedOpNames(scope: Locator): Promise<string[]> {
+  return (await opNames(scope).allTextContents()).sort();
 }
 
 async function openPanel(page: IJupyterLabPageFixture): Promise<void> {
@@ -88,61 +105,52 @@ async function shot(target: IJupyterLabPageFixture | Locator, name: string) {
   await target.screenshot({ path: path.join(SHOTS, `${name}.png`) });
 }
 
-test('a profiled cell fills the panel, the status bar and its output', async ({
+test('a %%wb_profile cell fills the panel, the status bar and its output', async ({
   page,
   tmpPath
 }) => {
   await page.notebook.createNew('profiled.ipynb');
-  await page.notebook.setCell(
-    0,
-    'code',
-    'import workbench_ui_helpers as wb\npayload = wb.emit_timings()\nprint(payload["cell_id"])'
-  );
+  await page.notebook.setCell(0, 'code', LOAD);
   await page.notebook.runCell(0, true);
+  await page.notebook.addCell('code', PROFILED);
+  await page.notebook.runCell(1, true);
   await openPanel(page);
 
-  const id = await cellId(page, 0);
+  const id = await cellId(page, 1);
   const section = sections(page);
   await expect(section).toHaveCount(1);
   await expect(section).toHaveAttribute('data-cell-id', id);
   await expect(section).toHaveAttribute('data-source', 'output');
-  const names = section.locator(
-    'td[data-column="name"] .jp-WorkbenchTimings-opName'
-  );
-  await expect(names).toHaveText(OPS_BY_TOTAL);
+  const names = opNames(section);
+  await expect.poll(() => sortedOpNames(section)).toEqual(REAL_OPS);
   await expect(section.locator('.jp-WorkbenchTimings-prompt')).toHaveText(
-    '[1]'
+    '[2]'
   );
 
-  // The kernel knew the cell id: IPython got JupyterLab's cellId.
-  await expect(page.locator('.jp-OutputArea-output pre').first()).toHaveText(
-    id
-  );
-
-  // Per-cell totals: calls, op time, device time, kernel wall and lab wall.
+  // Per-cell totals: 6 op calls on the CPU, so no device time.
   const summary = section.locator('.jp-WorkbenchTimings-summary');
-  await expect(summary.locator('[data-stat="calls"]')).toHaveText('calls95');
-  await expect(summary.locator('[data-stat="host"]')).toHaveText('ops38.9 ms');
-  await expect(summary.locator('[data-stat="device"]')).toHaveText(
-    'device25.9 ms'
+  await expect(summary.locator('[data-stat="calls"]')).toHaveText('calls6');
+  await expect(summary.locator('[data-stat="host"]')).toHaveText(
+    /^ops[\d.]+ (µs|ms)$/
   );
-  await expect(summary.locator('[data-stat="wall"]')).toHaveText('wall48.6 ms');
+  await expect(summary.locator('[data-stat="device"]')).toHaveText('device–');
+  await expect(summary.locator('[data-stat="wall"]')).toHaveText(
+    /^wall[\d.]+ (µs|ms|s)$/
+  );
   await expect(summary.locator('[data-stat="lab"]')).toBeVisible();
 
-  // Inline bars are as wide as each op's share of the cell.
-  const firstBar = section
-    .locator('tbody tr')
-    .first()
-    .locator('.jp-WorkbenchTimings-barFill');
-  await expect(firstBar).toHaveAttribute('style', /width: 46\.\d%/);
-
-  // Status bar: the last cell's kernel (device) time and op count.
+  // Status bar: the last cell's host op time (no device time) and op count.
   const status = page.locator('#jp-workbench-timings-status');
-  await expect(status).toHaveText('25.9 ms · 95 ops');
+  await expect(status).toHaveText(/^[\d.]+ (µs|ms) · 6 ops$/);
 
-  // The MIME renderer draws the same table inline.
-  const inline = page.locator('.jp-OutputArea .jp-WorkbenchTimings-output');
-  await expect(inline.locator('tbody tr')).toHaveCount(OPS_BY_TOTAL.length);
+  // The cell's outputs: the printed table, then the MIME output drawn inline.
+  const cell = (await page.notebook.getCellLocator(1))!;
+  await expect(cell.locator('.jp-OutputArea-output').first()).toContainText(
+    'matmul'
+  );
+  const inline = cell.locator('.jp-WorkbenchTimings-output');
+  await expect(inline.locator('tbody tr')).toHaveCount(REAL_OPS.length);
+  await expect.poll(() => sortedOpNames(inline)).toEqual(REAL_OPS);
 
   await shot(page, 'panel-light');
 
@@ -158,29 +166,18 @@ test('a profiled cell fills the panel, the status bar and its output', async ({
   const calls = section.locator('th[data-sort-key="calls"]');
   await calls.locator('button').click();
   await expect(calls).toHaveAttribute('aria-sort', 'descending');
-  await expect(names).toHaveText(OPS_BY_CALLS);
+  await expect(names).toHaveText(['sum', 'relu', 'matmul']);
   await calls.locator('button').click();
   await expect(calls).toHaveAttribute('aria-sort', 'ascending');
-  // Ties (matmul and softmax_last_dim, 12 calls each) keep the payload order.
-  await expect(names).toHaveText([
-    'to_device',
-    'conv2d',
-    'matmul',
-    'softmax_last_dim',
-    'reshape',
-    'add'
-  ]);
+  await expect(names).toHaveText(['matmul', 'relu', 'sum']);
   await section.locator('th[data-sort-key="name"] button').click();
-  await expect(names).toHaveText([...OPS_BY_TOTAL].sort());
+  await expect(names).toHaveText(REAL_OPS);
 
-  // Filter by device.
+  // Only CPU rows: the device filter offers cpu, and keeps every row.
   const filter = panel(page).locator('select.jp-WorkbenchTimings-deviceFilter');
   await filter.selectOption('cpu');
-  await expect(names).toHaveText(['add', 'reshape', 'to_device']);
-  await expect(summary.locator('[data-stat="device"]')).toHaveText('device–');
-  await shot(panel(page), 'panel-filtered-cpu');
+  await expect(names).toHaveText(REAL_OPS);
   await filter.selectOption('');
-  await expect(names).toHaveCount(OPS_BY_TOTAL.length);
 
   await page.theme.setDarkTheme();
   await shot(page, 'panel-dark');
@@ -193,9 +190,7 @@ test('a profiled cell fills the panel, the status bar and its output', async ({
   await page.notebook.openByPath(`${tmpPath}/profiled.ipynb`);
   await expect(sections(page)).toHaveCount(1);
   await expect(sections(page)).toHaveAttribute('data-cell-id', id);
-  await expect(sections(page).locator('td[data-column="name"]')).toHaveCount(
-    OPS_BY_TOTAL.length
-  );
+  await expect.poll(() => sortedOpNames(sections(page))).toEqual(REAL_OPS);
 
   // Clear empties the panel and hides the status item.
   await panel(page).locator('button.jp-WorkbenchTimings-clear').click();
@@ -204,6 +199,83 @@ test('a profiled cell fills the panel, the status bar and its output', async ({
     'No timings yet'
   );
   await expect(status).toBeHidden();
+});
+
+test('a crafted payload: exact totals, bars and the device filter', async ({
+  page,
+  tmpPath
+}) => {
+  await page.contents.uploadFile(
+    path.resolve(__dirname, '..', HELPERS),
+    `${tmpPath}/${HELPERS}`
+  );
+  await page.notebook.createNew('crafted.ipynb');
+  await page.notebook.setCell(
+    0,
+    'code',
+    'import workbench_ui_helpers as wbh\npayload = wbh.emit_timings()\nprint(payload["cell_id"])'
+  );
+  await page.notebook.runCell(0, true);
+  await openPanel(page);
+
+  const id = await cellId(page, 0);
+  const section = sections(page);
+  await expect(section).toHaveCount(1);
+  await expect(section).toHaveAttribute('data-cell-id', id);
+  const names = opNames(section);
+  await expect(names).toHaveText(OPS_BY_TOTAL);
+  await expect(section.locator('.jp-WorkbenchTimings-prompt')).toHaveText(
+    '[1]'
+  );
+  // The kernel knew the cell id: IPython got JupyterLab's cellId.
+  await expect(page.locator('.jp-OutputArea-output pre').first()).toHaveText(
+    id
+  );
+
+  const summary = section.locator('.jp-WorkbenchTimings-summary');
+  await expect(summary.locator('[data-stat="calls"]')).toHaveText('calls95');
+  await expect(summary.locator('[data-stat="host"]')).toHaveText('ops38.9 ms');
+  await expect(summary.locator('[data-stat="device"]')).toHaveText(
+    'device25.9 ms'
+  );
+  await expect(summary.locator('[data-stat="wall"]')).toHaveText('wall48.6 ms');
+
+  // Inline bars are as wide as each op's share of the cell.
+  const firstBar = section
+    .locator('tbody tr')
+    .first()
+    .locator('.jp-WorkbenchTimings-barFill');
+  await expect(firstBar).toHaveAttribute('style', /width: 46\.\d%/);
+
+  // Status bar: the device time when there is one.
+  await expect(page.locator('#jp-workbench-timings-status')).toHaveText(
+    '25.9 ms · 95 ops'
+  );
+
+  // Sorting by calls: ties (matmul and softmax_last_dim) keep the payload order.
+  const calls = section.locator('th[data-sort-key="calls"]');
+  await calls.locator('button').click();
+  await expect(names).toHaveText(OPS_BY_CALLS);
+  await calls.locator('button').click();
+  await expect(names).toHaveText([
+    'to_device',
+    'conv2d',
+    'matmul',
+    'softmax_last_dim',
+    'reshape',
+    'add'
+  ]);
+
+  // Filter by device.
+  const filter = panel(page).locator('select.jp-WorkbenchTimings-deviceFilter');
+  await filter.selectOption('cpu');
+  await expect(names).toHaveText(['to_device', 'reshape', 'add']);
+  await expect(summary.locator('[data-stat="device"]')).toHaveText('device–');
+  await shot(panel(page), 'panel-filtered-cpu');
+  await filter.selectOption('cuda:0');
+  await expect(names).toHaveText(['conv2d', 'matmul', 'softmax_last_dim']);
+  await filter.selectOption('');
+  await expect(names).toHaveCount(OPS_BY_TOTAL.length);
 });
 
 /** A saved notebook: timings in cells 1 and 41, a bad payload in cell 3. */
@@ -388,37 +460,43 @@ test.describe('auto mode', () => {
     await openPanel(page);
     const badge = panel(page).locator('.jp-WorkbenchTimings-auto');
     const name = panel(page).locator('.jp-WorkbenchTimings-notebook');
+    const status = page.locator('#jp-workbench-timings-status');
     await expect(name).toHaveText('auto.ipynb');
     // A kernel without workbench: the open failed quietly.
     await expect(badge).toHaveAttribute('data-state', 'unavailable');
 
-    await page.notebook.setCell(
-      0,
-      'code',
-      'import workbench_ui_helpers as wb\nauto = wb.enable_fake_auto()'
-    );
+    const AUTO_ON = `${LOAD}\n%wb_profile auto on`;
+    await page.notebook.setCell(0, 'code', AUTO_ON);
     await page.notebook.runCell(0, true);
-    // Retried after that cell, now the target exists.
+    // Retried after that cell, now %load_ext has registered the target.
     await expect(badge).toHaveAttribute('data-state', 'connected');
+    // The cell that turns auto mode on is not profiled.
+    await expect(sections(page)).toHaveCount(0);
 
-    await page.notebook.addCell('code', 'x = sum(range(1000))');
+    await page.notebook.addCell(
+      'code',
+      'x = wb.randn(64, 64)\ny = (x @ x).relu().sum()'
+    );
     await page.notebook.runCell(1, true);
     const first = panel(page).locator(
       `[data-cell-id="${await cellId(page, 1)}"]`
     );
     await expect(first).toHaveAttribute('data-source', 'comm');
-    await expect(first.locator('tbody tr')).toHaveCount(OPS_BY_TOTAL.length);
+    await expect(first.locator('tbody tr')).toHaveCount(REAL_OPS.length);
+    await expect.poll(() => sortedOpNames(first)).toEqual(REAL_OPS);
     await expect(first.locator('.jp-WorkbenchTimings-tag')).toHaveText('auto');
+    await expect(first.locator('.jp-WorkbenchTimings-prompt')).toHaveText(
+      '[2]'
+    );
     await expect(sections(page)).toHaveCount(1);
     // Nothing was added to the notebook.
     const cell = (await page.notebook.getCellLocator(1))!;
     await expect(cell.locator('.jp-OutputArea-output')).toHaveCount(0);
-    await expect(page.locator('#jp-workbench-timings-status')).toHaveText(
-      /^1[23]\.\d ms · 95 ops$/
-    );
+    await expect(status).toHaveText(/^[\d.]+ (µs|ms) · 3 ops$/);
     await shot(page, 'auto-mode');
 
-    // A restart keeps the timings; the fresh kernel has no target until auto is on again.
+    // A restart keeps the timings; the fresh kernel has no target until
+    // `%load_ext workbench` and `%wb_profile auto on` run again.
     await page.evaluate(() =>
       (
         window as any
@@ -428,13 +506,21 @@ test.describe('auto mode', () => {
     await expect(sections(page)).toHaveCount(1);
     await page.notebook.runCell(0, true);
     await expect(badge).toHaveAttribute('data-state', 'connected');
-    await page.notebook.addCell('code', 'y = 2');
+    await page.notebook.addCell(
+      'code',
+      'z = [wb.randn(8, 8).relu() for _ in range(4)]'
+    );
     await page.notebook.runCell(2, true);
     await expect(sections(page)).toHaveCount(2);
-    await expect(sections(page).nth(1)).toHaveAttribute(
-      'data-cell-id',
-      await cellId(page, 2)
+    const second = sections(page).nth(1);
+    await expect(second).toHaveAttribute('data-cell-id', await cellId(page, 2));
+    await expect(second).toHaveAttribute('data-source', 'comm');
+    await expect(opNames(second)).toHaveText(['relu']);
+    await expect(second.locator('.jp-WorkbenchTimings-prompt')).toHaveText(
+      '[2]'
     );
+    await expect(status).toHaveText(/^[\d.]+ (µs|ms) · 4 ops$/);
+    await shot(page, 'auto-mode-after-restart');
 
     // Each notebook has its own timings.
     await page.notebook.createNew('other.ipynb');

@@ -1,0 +1,109 @@
+"""Loading SAM weights: official names from a ``.safetensors`` / ``.npz`` file, a dict, or
+candle's hub repo ``lmz/candle-sam``; the config is read off the tensor shapes.
+
+    sam = load("lmz/candle-sam")                     # sam_vit_b_01ec64.safetensors
+    sam = load("~/sam_vit_h.safetensors")            # converted official checkpoint
+
+An official ``.pth`` converts with ``convert_checkpoint(pth, out)`` (needs torch).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ... import nn
+from .model import Sam, SamConfig
+
+HUB_REPO = "lmz/candle-sam"
+HUB_FILES = {
+    "vit_b": "sam_vit_b_01ec64.safetensors",
+    "tiny_vit": "mobile_sam-tiny-vitt.safetensors",
+}
+
+
+def infer_config(shapes: Mapping[str, tuple[int, ...]], **overrides) -> SamConfig:
+    """A ``SamConfig`` from tensor shapes (official names). Attention head counts do not show
+    in the shapes: the encoder's come from ``rel_pos`` (head dim), the decoder's default to
+    8 (pass ``decoder_heads=`` otherwise)."""
+    if "image_encoder.patch_embed.proj.weight" not in shapes:
+        if any(k.startswith("image_encoder.layers.") for k in shapes):
+            raise NotImplementedError(
+                "these are MobileSAM (TinyViT) weights; only SAM's ViT encoders are implemented"
+            )
+        raise KeyError("not SAM weights: no image_encoder.patch_embed.proj.weight")
+    d, _, p, _ = shapes["image_encoder.patch_embed.proj.weight"]
+    e = shapes["image_encoder.pos_embed"][1]
+    blocks = {
+        int(m.group(1)) for k in shapes if (m := re.match(r"image_encoder\.blocks\.(\d+)\.", k))
+    }
+    depth = max(blocks) + 1
+    rel = [shapes[f"image_encoder.blocks.{i}.attn.rel_pos_h"] for i in range(depth)]
+    global_idx = tuple(i for i, r in enumerate(rel) if r[0] == 2 * e - 1)
+    windowed = [r[0] for r in rel if r[0] != 2 * e - 1]
+    layers = {
+        int(m.group(1))
+        for k in shapes
+        if (m := re.match(r"mask_decoder\.transformer\.layers\.(\d+)\.", k))
+    }
+    cfg = SamConfig(
+        embed_dim=d,
+        depth=depth,
+        num_heads=d // rel[0][1],
+        global_attn_indexes=global_idx,
+        img_size=e * p,
+        patch_size=p,
+        window_size=(windowed[0] + 1) // 2 if windowed else 0,
+        mlp_ratio=shapes["image_encoder.blocks.0.mlp.lin1.weight"][0] / d,
+        prompt_embed_dim=shapes["image_encoder.neck.0.weight"][0],
+        mask_in_chans=shapes["prompt_encoder.mask_downscaling.3.weight"][0],
+        decoder_depth=max(layers) + 1,
+        decoder_mlp_dim=shapes["mask_decoder.transformer.layers.0.mlp.lin1.weight"][0],
+        iou_head_hidden_dim=shapes["mask_decoder.iou_prediction_head.layers.0.weight"][0],
+    )
+    return replace(cfg, **overrides)
+
+
+def load_weights(weights, which: str = "vit_b") -> Mapping[str, Any]:
+    """Tensors by official name from a dict, a file or a hub repo id."""
+    if isinstance(weights, Mapping):
+        return weights
+    path = Path(os.path.expanduser(str(weights)))
+    if not path.exists():
+        if path.suffix in (".safetensors", ".npz", ".pth") or str(weights).startswith(
+            ("/", ".", "~")
+        ):
+            raise FileNotFoundError(f"SAM weights not found: {weights}")
+        from ...io import hub
+
+        if which not in HUB_FILES:
+            raise ValueError(f"{HUB_REPO} has files for {', '.join(HUB_FILES)}, not {which!r}")
+        path = hub.file(str(weights), HUB_FILES[which])
+    if path.suffix == ".npz":
+        return dict(np.load(path))
+    from ...io.safetensors import load_safetensors
+
+    return load_safetensors(path)
+
+
+def load(weights=HUB_REPO, which: str = "vit_b", dtype=None, device=None, **overrides) -> Sam:
+    """A ``Sam`` from ``weights`` (see ``load_weights``); ``overrides`` go to the config."""
+    tensors = load_weights(weights, which)
+    cfg = infer_config({k: tuple(v.shape) for k, v in tensors.items()}, **overrides)
+    return Sam(nn.VarBuilder.from_dict(tensors, dtype=dtype, device=device), cfg)
+
+
+def convert_checkpoint(pth: str | os.PathLike, out: str | os.PathLike) -> None:
+    """Official ``sam_vit_*.pth`` -> ``.safetensors`` with the same names (needs torch)."""
+    import torch
+
+    from ...io.safetensors import save_safetensors
+
+    state = torch.load(os.path.expanduser(str(pth)), map_location="cpu", weights_only=True)
+    save_safetensors({k: v.float().contiguous().numpy() for k, v in state.items()}, out)
