@@ -2,16 +2,18 @@
 
 ``conv2d`` picks one of four paths, all built on numpy's BLAS matmul:
 - 1×1, stride 1, no padding: one matmul per group, no copy;
-- stride 1 along H (the common 3×3 case): columns over the kernel's WIDTH only (kw copies of
-  the input, not kh·kw), one matmul per group that stacks the kernel's rows as outputs, then
-  kh - 1 adds of row-shifted results (``_conv_rows``);
+- stride 1 along H with many input channels: columns over the kernel's WIDTH only (kw copies
+  of the input, not kh·kw), one matmul per group that stacks the kernel's rows as outputs, then
+  kh - 1 adds of row-shifted results (``_conv_rows``; a cost model, ``_columns_cheaper``,
+  sends few input channels and tiny images to full im2col instead);
 - small depthwise kernels: elementwise multiply-adds of the shifted windows (``_depthwise``);
-- otherwise (strided): im2col into one column buffer and ONE matmul per group.
+- otherwise: im2col into one column buffer and ONE matmul per group.
 Column buffers are built a batch chunk at a time so they stay bounded.
 
 ``conv_transpose2d`` at stride 1 is a convolution with the kernel flipped (the paths above);
 strided, it is one matmul per group (weightᵀ @ x, the columns) and col2im, kh·kw strided adds.
-``conv2d_backward_weight`` is grad @ columnsᵀ over the same columns (row-shifted at stride 1).
+``conv2d_backward_weight`` is grad @ columnsᵀ over the same columns (row-shifted at stride 1
+on images over 32×32 that the cost model sends to ``_conv_rows``).
 
 f16/bf16 are computed in f32 and rounded once at the end.
 """
@@ -100,10 +102,10 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     if kh == kw == 1 and stride == (1, 1) and not (top or bottom or left or right):
         cols = x.astype(ct, copy=False).reshape(n, groups, cg, h * wd)
         out = np.matmul(w.reshape(groups, og, cg), cols)
-    elif cg == 1 and (stride[0] > 1 or kh * kw <= 9):
+    elif cg == 1 and groups > 1 and (stride[0] > 1 or kh * kw <= 9):
         # small depthwise kernels: elementwise multiply-adds beat tiny matmuls
         out = _depthwise(x, w, pads, stride, dilation, (ho, wo), ct)
-    elif stride[0] == 1:
+    elif stride[0] == 1 and not _columns_cheaper(c, o, groups, (kh, kw), (ho, wo), dilation[0]):
         out = _conv_rows(_padded(x, pads, ct), w, groups, stride[1], dilation, (ho, wo))
     else:
         win = _windows(_padded(x, pads, ct), (kh, kw), stride, dilation, (ho, wo))
@@ -120,6 +122,25 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     if bias is not None:
         out += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
     return out
+
+
+def _columns_cheaper(c: int, o: int, groups: int, kernel, out_hw, dilation_h: int) -> bool:
+    """Whether full im2col (kh·kw copies of the input, one matmul) beats ``_conv_rows`` (kw
+    copies over ho + halo rows, kh times the outputs, kh - 1 adds of them) at stride 1 along H.
+
+    A cheap cost model in element moves, a multiply-add counted as 1/100 of a move: full
+    columns win for few input channels (1→32 on 28×28: 9 input copies vs 2 adds of 32
+    channels) and tiny images (where the halo rows are a large share); ``_conv_rows`` for
+    wide layers (32→64 on 14×14, 64→64 on 160×160).
+    """
+    kh, kw = kernel
+    ho, wo = out_hw
+    og = o // groups
+    length = ho * wo
+    rows_len = (ho + dilation_h * (kh - 1)) * wo
+    rows = c * kw * rows_len * (1 + 0.01 * kh * og) + (kh - 1) * o * length
+    cols = c * kh * kw * length * (1 + 0.01 * og)
+    return cols < rows
 
 
 def _conv_rows(xp, w, groups: int, stride_w: int, dilation, out_hw) -> np.ndarray:
@@ -270,10 +291,15 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
         xm = x.astype(ct, copy=False).reshape(n, groups, cg, length)
         gm = g.reshape(n, groups, og, length)
         return np.matmul(gm, xm.transpose(0, 1, 3, 2)).sum(0).reshape(o, cg, 1, 1)
-    if cg == 1 and stride == (1, 1):
+    if cg == 1 and groups > 1 and stride == (1, 1):
         return _depthwise_weight_grad(x, g, kernel, pads, dilation, ct)
     xp = _padded(x, pads, ct)
-    if stride[0] == 1:
+    # Small images: the columns of the whole block make ONE matmul with a long inner dim,
+    # where the row path would run kh tiny matmuls per image.
+    small = length <= 1024
+    if stride[0] == 1 and not (
+        small or _columns_cheaper(c, o, groups, kernel, (ho, wo), dilation[0])
+    ):
         return _weight_grad_rows(xp, g, kernel, groups, stride[1], dilation)
     win = _windows(xp, kernel, stride, dilation, (ho, wo))
     k = cg * kh * kw

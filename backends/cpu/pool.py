@@ -2,7 +2,9 @@
 
 Windowed ops (max/avg pool) loop over the kh·kw window offsets, each a strided view of the
 padded input, so no window buffer is materialised; max pooling keeps the argmax for its
-gradient. Adaptive average pooling is A_H @ x @ A_Wᵀ with averaging matrices (its gradient the
+gradient. Disjoint tiles (kernel = stride, no padding: the common 2×2) read the taps from the
+input itself, find the argmax without masked writes, and scatter the gradient directly.
+Adaptive average pooling is A_H @ x @ A_Wᵀ with averaging matrices (its gradient the
 transposed products). Upsampling is separable, one pass along H and one along W: gathers
 (strided copies for integer factors), and for the gradients, sums over each source's outputs
 done as a few gathers rather than numpy's slow reductions over tiny segments.
@@ -158,6 +160,64 @@ def _avg_scale(in_hw, out_hw, kernel, stride, padding, include_pad, override, dt
     return (1.0 / (dh[:, None] * dw[None, :])).astype(dtype)
 
 
+def _max_pool_tiles(x: np.ndarray, kernel, out_hw, ct) -> tuple[np.ndarray, np.ndarray]:
+    """Max pooling over disjoint kh×kw tiles (kernel = stride, no padding, no dilation):
+    each tap is a strided view of ``x`` itself, no padded copy. -> (values, int64 indices).
+
+    The first tap equal to the maximum wins, found without masked writes: the index is
+    base + Σ_k [taps 0..k all differ from the max] · (offset_{k+1} - offset_k).
+    NaN wins (the last NaN tap), as the general path.
+    """
+    kh, kw = kernel
+    ho, wo = out_hw
+    w = x.shape[3]
+    taps = [
+        x[:, :, i : i + kh * ho : kh, j : j + kw * wo : kw] for i in range(kh) for j in range(kw)
+    ]
+    offsets = [i * w + j for i in range(kh) for j in range(kw)]
+    best = taps[0].astype(ct)
+    for tap in taps[1:]:
+        np.maximum(best, tap, out=best)
+    base = (np.arange(ho) * (kh * w))[:, None] + np.arange(wo) * kw
+    arg = np.empty(best.shape, np.int64)
+    arg[...] = base
+    before = np.empty(best.shape, bool)  # no tap so far equals the maximum
+    differs = np.empty(best.shape, bool)
+    step = np.empty(best.shape, np.int64)
+    for k in range(len(taps) - 1):
+        np.not_equal(taps[k], best, out=differs if k else before)
+        if k:
+            before &= differs
+        np.multiply(before, offsets[k + 1] - offsets[k], out=step)
+        arg += step
+    if np.isnan(best).any():
+        for tap, offset in zip(taps, offsets, strict=True):
+            np.copyto(arg, base + offset, where=np.isnan(tap))
+    return best, arg
+
+
+def _tiles_backward(g: np.ndarray, idx: np.ndarray, input_size):
+    """The max-pool gradient as a plain scatter when every index lies in its own disjoint
+    tile of (H // Ho) × (W // Wo) cells (so no two outputs share an input), else None."""
+    n, c, ho, wo = g.shape
+    h, w = input_size
+    if not (ho and wo) or h < ho or w < wo:
+        return None
+    kh, kw = h // ho, w // wo
+    span = (kh - 1) * w + kw
+    local = idx - ((np.arange(ho) * (kh * w))[:, None] + np.arange(wo) * kw)
+    if local.min(initial=0) < 0 or local.max(initial=0) >= span:
+        return None
+    in_tile = np.zeros(span, bool)
+    in_tile[(np.arange(kh) * w)[:, None] + np.arange(kw)] = True
+    if not in_tile[local].all():
+        return None
+    out = np.zeros(n * c * h * w, _compute_dtype(g))
+    flat = idx.reshape(n * c, ho * wo) + (np.arange(n * c) * (h * w))[:, None]
+    out[flat.ravel()] = g.ravel()
+    return out.reshape(n, c, h, w)
+
+
 class PoolOps:
     __slots__ = ()
 
@@ -173,6 +233,10 @@ class PoolOps:
         n, c, h, w = x.shape
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
         ho, wo = output_size
+        if (kh, kw) == (sh, sw) and padding == (0, 0) and dilation == (1, 1):
+            if ho * kh <= h and wo * kw <= w:
+                best, arg = _max_pool_tiles(x, kernel_size, output_size, ct)
+                return type(self)(contiguous(best, x.dtype)), type(self)(arg)
         span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
         full = (n, c, _full_size(h, ph, ho, sh, span_h), _full_size(w, pw, wo, sw, span_w))
         xp = _filled(x, full, padding, -np.inf, ct)
@@ -211,6 +275,9 @@ class PoolOps:
         idx = view(indices.array, indices_layout)
         n, c = g.shape[:2]
         plane = input_size[0] * input_size[1]
+        tiled = _tiles_backward(g, idx, input_size)
+        if tiled is not None:
+            return type(self)(contiguous(tiled, g.dtype))
         flat = idx.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
         weights = g.reshape(-1).astype(np.float64, copy=False)
         real = idx.reshape(-1) >= 0  # -1: a window of padding only, whose gradient goes nowhere

@@ -74,6 +74,8 @@ def test_auto_mode_over_comm(shell, ext):
 
     run(shell, "z2 = z + 1", cell_id="c2")
     assert [m["payload"]["cell_id"] for m in comm.sent] == ["c1", "c2"]
+    run(shell, "plain = sum(range(10))", cell_id="no-ops")
+    assert len(comm.sent) == 2  # a cell without workbench ops sends no empty timings
     comm.close()
     run(shell, "z3 = z + 1")
     assert len(comm.sent) == 2  # a closed comm is forgotten

@@ -176,10 +176,9 @@ class Conv2d(_ConvNd):
         return conv_ops.conv2d(x, self.weight, self.bias, s, p, d, self.groups)
 
 
-class ConvTranspose1d(_ConvNd):
-    """x (N, C_in, L) -> (N, C_out, L_out); weight (C_in, C_out / groups, k)."""
+class _ConvTransposeNd(_ConvNd):
+    """PyTorch's argument order for transposed convs: output_padding before groups."""
 
-    _dims = 1
     _transposed = True
 
     def __init__(
@@ -212,6 +211,12 @@ class ConvTranspose1d(_ConvNd):
             dtype=dtype,
             device=device,
         )
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """x (N, C_in, L) -> (N, C_out, L_out); weight (C_in, C_out / groups, k)."""
+
+    _dims = 1
 
     def forward(self, x: Tensor) -> Tensor:
         s, p, d = self._args(1)
@@ -220,42 +225,10 @@ class ConvTranspose1d(_ConvNd):
         )
 
 
-class ConvTranspose2d(_ConvNd):
+class ConvTranspose2d(_ConvTransposeNd):
     """x (N, C_in, H, W) -> (N, C_out, H_out, W_out); weight (C_in, C_out / groups, kh, kw)."""
 
     _dims = 2
-    _transposed = True
-
-    def __init__(
-        self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups=1,
-        bias=True,
-        dilation=1,
-        *,
-        vb=None,
-        dtype=None,
-        device=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            output_padding,
-            vb=vb,
-            dtype=dtype,
-            device=device,
-        )
 
     def forward(self, x: Tensor) -> Tensor:
         s, p, d = self._args(2)

@@ -72,7 +72,7 @@ class Timings:
         if profile is None:
             return
         profile.__exit__(None, None, None)
-        if self.auto:
+        if self.auto and profile.events:  # a cell that ran no workbench op has no timings
             info = getattr(result, "info", None)
             self.send(
                 profile.timings_payload(

@@ -7,7 +7,8 @@ Shapes, for an image padded to S×S (S = 1024 published) and patch 16 (E = S/16 
   position embedding, ``depth`` blocks of pre-norm attention + MLP; most blocks attend inside
   non-overlapping 14×14 windows (zero padded), ``global_attn_indexes`` blocks attend over all
   tokens; every attention adds decomposed relative positions
-  ``attn[i, j] += q_i·R^h[h_i - h_j] + q_i·R^w[w_i - w_j]``. Neck: 1×1 conv, LayerNorm2d,
+  ``attn[i, j] += q_i·R^h[h_i - h_j] + q_i·R^w[w_i - w_j]`` (computed as extra dimensions
+  of the query-key dot product, so no (hw)² bias is built). Neck: 1×1 conv, LayerNorm2d,
   3×3 conv, LayerNorm2d.
 - prompt encoder: points (B, N, 2) in pixels of the S×S input with labels (B, N) (1 fg, 0 bg,
   -1 padding) and boxes (B, 4) -> sparse (B, T, 256) = random Fourier features
@@ -85,16 +86,13 @@ class LayerNorm2d(nn.LayerNorm):
 
 
 # -- image encoder -----------------------------------------------------------------------------
-def _rel_table(rel_pos: Tensor, q_size: int, k_size: int) -> Tensor:
-    """R[i, j] = rel_pos[i - j + k - 1] for q_size == k_size: (q, k, C)."""
-    if rel_pos.shape[0] != 2 * max(q_size, k_size) - 1 or q_size != k_size:
-        raise ValueError(
-            f"SAM attention: rel_pos of length {rel_pos.shape[0]} does not fit a "
-            f"{q_size}×{k_size} grid (resize of relative positions is not supported)"
-        )
-    idx = (np.arange(q_size)[:, None] - np.arange(k_size)[None, :] + k_size - 1).reshape(-1)
-    table = rel_pos.index_select(0, creation.from_numpy(idx.astype(np.int64), rel_pos.device))
-    return table.reshape(q_size, k_size, rel_pos.shape[1])
+def _rel_index(n: int, h: int, w: int, axis: str) -> np.ndarray:
+    """Gather index (n, h, w, h or w) into the 2L-1 relative offsets: i - k + L - 1 along
+    ``axis`` ("h": rows, "w": columns)."""
+    size = h if axis == "h" else w
+    off = np.arange(size)[:, None] - np.arange(size)[None, :] + size - 1
+    shaped = off[None, :, None, :] if axis == "h" else off[None, None, :, :]
+    return np.ascontiguousarray(np.broadcast_to(shaped, (n, h, w, size)), dtype=np.int64)
 
 
 class EncoderAttention(nn.Module):
@@ -108,6 +106,23 @@ class EncoderAttention(nn.Module):
         self.proj = nn.Linear(dim, dim, vb=vb.pp("proj"))
         for name in ("rel_pos_h", "rel_pos_w"):
             self.register_parameter(name, vb.get((2 * input_size - 1, hd), name))
+        self._index_cache: dict = {}
+
+    def _indices(self, n: int, h: int, w: int, device, dtype):
+        """Gather indices of the relative offsets, and the (1, hw, h + w) one-hot rows and
+        columns of the keys; cached per grid."""
+        key = (n, h, w, device, dtype)
+        if key not in self._index_cache:
+            pos = np.arange(h * w)
+            onehot = np.zeros((1, h * w, h + w), np.float32)
+            onehot[0, pos, pos // w] = 1.0
+            onehot[0, pos, h + pos % w] = 1.0
+            self._index_cache[key] = (
+                creation.from_numpy(_rel_index(n, h, w, "h"), device),
+                creation.from_numpy(_rel_index(n, h, w, "w"), device),
+                creation.from_numpy(onehot, device).to_dtype(dtype),
+            )
+        return self._index_cache[key]
 
     def forward(self, x: Tensor) -> Tensor:
         b, h, w, c = x.shape
@@ -115,17 +130,26 @@ class EncoderAttention(nn.Module):
         hd = c // nh
         qkv = self.qkv(x).reshape(b, h * w, 3, nh, hd).permute(2, 0, 3, 1, 4)
         q, k, v = (t.reshape(b * nh, h * w, hd) for t in shape.split(qkv, 1, 0))
-        # bias[n, (i, j), (k, l)] = q_ij · R^h[i, k] + q_ij · R^w[j, l]
-        rh = _rel_table(self.rel_pos_h, h, h)  # (h, h, hd)
-        rw = _rel_table(self.rel_pos_w, w, w)  # (w, w, hd)
+        # bias[n, (i, j), (k, l)] = q_ij · R^h[i - k + h - 1] + q_ij · R^w[j - l + w - 1]:
+        # one GEMM against every offset, then a gather of the needed ones
+        for name, size in (("rel_pos_h", h), ("rel_pos_w", w)):
+            if getattr(self, name).shape[0] != 2 * size - 1:
+                raise ValueError(
+                    f"SAM attention: {name} of length {getattr(self, name).shape[0]} does not "
+                    f"fit a {h}×{w} grid (resizing relative positions is not supported)"
+                )
         rq = q.reshape(b * nh, h, w, hd)
-        rel_h = rq.permute(1, 0, 2, 3).reshape(h, b * nh * w, hd) @ rh.transpose(1, 2)
-        rel_h = rel_h.reshape(h, b * nh, w, h).permute(1, 0, 2, 3)  # (n, h, w, kh)
-        rel_w = rq.permute(2, 0, 1, 3).reshape(w, b * nh * h, hd) @ rw.transpose(1, 2)
-        rel_w = rel_w.reshape(w, b * nh, h, w).permute(1, 2, 0, 3)  # (n, h, w, kw)
-        bias = rel_h.reshape(b * nh, h, w, h, 1) + rel_w.reshape(b * nh, h, w, 1, w)
-        bias = bias.reshape(b * nh, h * w, h * w)
-        out = fused.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        idx_h, idx_w, idx_onehot = self._indices(b * nh, h, w, q.device, q.dtype)
+        rel_h = (rq @ self.rel_pos_h.t()).gather(3, idx_h)  # (n, h, w, kh)
+        rel_w = (rq @ self.rel_pos_w.t()).gather(3, idx_w)  # (n, h, w, kw)
+        # Rather than a (n, hw, hw) bias, extend the dot product: q' = [q/√d, rel_h, rel_w],
+        # k' = [k, onehot(row of key), onehot(column of key)], so q'·k' = q·k/√d + bias.
+        n = b * nh
+        q_ext = shape.cat(
+            [q * (hd**-0.5), rel_h.reshape(n, h * w, h), rel_w.reshape(n, h * w, w)], -1
+        )
+        k_ext = shape.cat([k, idx_onehot.broadcast_to(n, h * w, h + w)], -1)
+        out = fused.scaled_dot_product_attention(q_ext, k_ext, v, scale=1.0)
         out = out.reshape(b, nh, h, w, hd).permute(0, 2, 3, 1, 4).reshape(b, h, w, c)
         return self.proj(out)
 
