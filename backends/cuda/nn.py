@@ -47,13 +47,17 @@ class NnOps:
                 b = Layout((kg, cols), (cols, 1), g * kg * cols)
                 dst = out._at(img * o * cols + g * og * cols)
                 _gemm_into(wmat, a, col, b, dst, self)
-        if bias is not None:
-            if bias.dtype != self.dtype:
-                bias = bias.cast(b_layout, self.dtype)
-                b_layout = Layout.contiguous((o,))
-            b4 = Layout((n, o, ho, wo), (0, b_layout.strides[0], 0, 0), b_layout.offset)
-            return out.binary("add", Layout.contiguous((n, o, ho, wo)), bias, b4)
-        return out
+        return out._add_channel_bias(bias, b_layout, (n, o, ho, wo))
+
+    def _add_channel_bias(self, bias, b_layout, shape: tuple[int, int, int, int]):
+        """``self`` (N, O, H, W) plus a per-channel bias (O,) broadcast over N, H, W."""
+        if bias is None:
+            return self
+        if bias.dtype != self.dtype:
+            bias = bias.cast(b_layout, self.dtype)
+            b_layout = Layout.contiguous((shape[1],))
+        b4 = Layout(shape, (0, b_layout.strides[0], 0, 0), b_layout.offset)
+        return self.binary("add", Layout.contiguous(shape), bias, b4)
 
     def conv_transpose2d(self, layout, weight, w_layout, bias, b_layout, stride, padding,
                          dilation, groups: int, output_size):  # fmt: skip
@@ -87,13 +91,7 @@ class NnOps:
                 _gemm_into(wmat, a, x, b, col._at(g * kg * hw), self)
             self._launch("conv", f"col2im_{self.dtype}", o * ho * wo,
                          out._at(img * o * ho * wo), col._at(), geom)  # fmt: skip
-        if bias is not None:
-            if bias.dtype != self.dtype:
-                bias = bias.cast(b_layout, self.dtype)
-                b_layout = Layout.contiguous((o,))
-            b4 = Layout((n, o, ho, wo), (0, b_layout.strides[0], 0, 0), b_layout.offset)
-            return out.binary("add", Layout.contiguous((n, o, ho, wo)), bias, b4)
-        return out
+        return out._add_channel_bias(bias, b_layout, (n, o, ho, wo))
 
     def conv2d_backward_weight(self, layout, grad, grad_layout, kernel_size, stride, padding,
                                dilation, groups: int):  # fmt: skip
