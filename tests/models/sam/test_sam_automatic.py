@@ -6,6 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# The generator settings the goldens were made with (the script imports segment-anything only
+# when it runs, so importing its constants needs nothing beyond numpy).
+from fixtures.make_sam_goldens import AMG, AMG_CASES
+
 from workbench.models.sam.automatic import (
     SamAutomaticMaskGenerator,
     crop_boxes,
@@ -14,16 +18,6 @@ from workbench.models.sam.automatic import (
     point_grid,
     stability_score,
 )
-
-# as in tests/fixtures/make_sam_goldens.py
-AMG = dict(
-    points_per_side=4,
-    points_per_batch=16,
-    pred_iou_thresh=0.0,
-    stability_score_thresh=0.55,
-    stability_score_offset=0.1,
-)
-AMG_CASES = {"auto": (0, 1.0, 0.7), "auto_nms": (0, 0.95, 0.7), "auto_crops": (1, 1.0, 1.0)}
 
 
 @pytest.fixture(scope="module")
