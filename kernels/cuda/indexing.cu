@@ -11,6 +11,16 @@ __device__ __forceinline__ long long wb_wrap(long long i, long long n, int wrap)
     return (wrap && i < 0) ? i + n : i;
 }
 
+// Coordinate `dim` of the element at linear index i over `shape` (C order).
+__device__ __forceinline__ long long wb_coord(const Layout& shape, long long i, int dim) {
+    long long c = 0;
+    for (int d = shape.ndim - 1; d >= dim; --d) {
+        c = i % shape.shape[d];
+        i /= shape.shape[d];
+    }
+    return c;
+}
+
 // Offset in x of the element whose coordinates are those of linear index i over `shape`,
 // except coordinate `dim`, which is replaced by `at`.
 __device__ __forceinline__ long long wb_offset_at(const Layout& x, const Layout& shape,
@@ -34,11 +44,7 @@ __device__ __forceinline__ long long wb_offset_at(const Layout& x, const Layout&
         Layout shape = lx;                                                          \
         shape.shape[dim] = li.shape[0];                                             \
         WB_LOOP(i, n) {                                                             \
-            long long rest = i, c = 0;                                              \
-            for (int d = shape.ndim - 1; d >= dim; --d) {                           \
-                c = rest % shape.shape[d];                                          \
-                rest /= shape.shape[d];                                             \
-            }                                                                       \
+            long long c = wb_coord(shape, i, dim);                                  \
             long long at = wb_wrap(idx[wb_offset(li, c)], lx.shape[dim], wrap);     \
             out[i] = x[wb_offset_at(lx, shape, i, dim, at)];                        \
         }                                                                           \
@@ -83,11 +89,7 @@ template <> __device__ __forceinline__ void wb_atomic_add<i64>(i64* p, i64 v) {
                                                 long long n, int dim, int wrap) {    \
         /* src has out's shape with len(idx) at dim; ls carries that shape */       \
         WB_LOOP(i, n) {                                                             \
-            long long rest = i, c = 0;                                              \
-            for (int d = ls.ndim - 1; d >= dim; --d) {                              \
-                c = rest % ls.shape[d];                                             \
-                rest /= ls.shape[d];                                                \
-            }                                                                       \
+            long long c = wb_coord(ls, i, dim);                                     \
             long long at = wb_wrap(idx[wb_offset(li, c)], lo.shape[dim], wrap);     \
             wb_atomic_add(out + wb_offset_at(lo, ls, i, dim, at), src[wb_offset(ls, i)]); \
         }                                                                           \
