@@ -1,11 +1,14 @@
-"""SAM image encoders at 1024×1024 on the CPU: workbench against segment-anything's PyTorch
-``ImageEncoderViT`` with the same (seeded random) weights.
+"""SAM image encoders at 1024×1024 on the CPU: workbench against PyTorch references with the
+same (seeded random) weights: segment-anything's ``ImageEncoderViT`` (ViT-B), and MobileSAM's
+TinyViT-5M assembled from timm's TinyViT blocks (``tiny_vit_reference`` in
+tests/fixtures/make_sam_goldens.py, the goldens' reference; MobileSAM itself is not on PyPI).
 
-Needs ``segment-anything`` (a benchmark/test reference only; workbench never imports it):
-``pip install -c constraints.txt --no-deps segment-anything``. Its package ``__init__``
-imports torchvision (which cannot load beside torch 2.13); the encoder module is imported
-directly here, bypassing it. MobileSAM's TinyViT is not benchmarked: workbench does not
-implement it yet (MobileSAM is not on PyPI).
+Needs ``segment-anything`` / ``timm`` (benchmark/test references only; workbench never imports
+them): ``pip install -c constraints.txt --no-deps segment-anything timm``. Both import
+torchvision (which cannot load beside torch 2.13): the ViT encoder module is imported directly
+here, bypassing it; the TinyViT reference stubs torchvision for timm's imports. The TinyViT
+reference runs MobileSAM's modules as they are (BatchNorm after each conv, in eval mode);
+workbench folds the BatchNorms at load.
 
 Peak memory (``python -m benchmarks.bench_sam``): each side runs in its own process and
 reports its peak resident set size over the weights' baseline.
@@ -78,13 +81,43 @@ def build(which: str = "vit_b", size: int = 1024):
     return ours, ref, x
 
 
+def _golden_script():
+    """tests/fixtures/make_sam_goldens.py as a module (its imports of torch, timm and
+    segment-anything happen inside its functions)."""
+    path = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "make_sam_goldens.py"
+    name = "_make_sam_goldens"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def build_tiny_vit(size: int = 1024):
+    """(workbench TinyViT-5M, torch reference, input (1, 3, size, size) numpy)."""
+    if importlib.util.find_spec("timm") is None:
+        raise Skip("timm is not installed")
+    from workbench import nn
+    from workbench.models.sam import TinyViT, TinyViTConfig
+
+    script = _golden_script()
+    ref = script.tiny_vit_reference(img_size=size)
+    state = script.mobile_sam_names({k: v.detach() for k, v in ref.state_dict().items()})
+    ours = TinyViT(
+        nn.VarBuilder.from_dict({k: v.numpy() for k, v in state.items()}), TinyViTConfig()
+    )
+    x = np.random.default_rng(0).standard_normal((1, 3, size, size)).astype(np.float32)
+    return ours, ref, x
+
+
 def _encoder(which: str, size: int):
     import torch
 
     import workbench as wb
     from workbench.autograd import no_grad
 
-    ours, ref, x = build(which, size)
+    ours, ref, x = build_tiny_vit(size) if which == "tiny_vit" else build(which, size)
     xa, tx = wb.tensor(x), torch.from_numpy(x.copy())
 
     def ours_run():
@@ -105,6 +138,13 @@ WORKLOADS = [
         target=1.0,
         tolerance=1e-2,
         note="1x3x1024x1024 -> 1x256x64x64, 12 blocks (4 global), random weights",
+    ),
+    Workload(
+        "sam/tiny_vit-encoder/1024",
+        partial(_encoder, "tiny_vit", 1024),
+        target=1.0,
+        tolerance=1e-2,
+        note="MobileSAM's TinyViT-5M: 1x3x1024x1024 -> 1x256x64x64, random weights",
     ),
 ]
 
@@ -132,7 +172,7 @@ if __name__ == "__main__":
     import subprocess
 
     p = argparse.ArgumentParser(description="SAM encoder time and peak memory, one process each")
-    p.add_argument("--which", default="vit_b")
+    p.add_argument("--which", default="vit_b", help="vit_b, vit_l, vit_h or tiny_vit")
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--impl", default=None, help=argparse.SUPPRESS)

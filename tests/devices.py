@@ -37,3 +37,17 @@ DEVICE_PARAMS = [
     for kind, (ok, reason) in AVAILABILITY.items()
 ]
 GPU_DEVICES = [kind for kind in DEVICES if kind != "cpu"]
+
+
+def _op_param(kind: str):
+    ok, reason = AVAILABILITY[kind]
+    marks = [] if kind == "cpu" else [pytest.mark.gpu]
+    if not ok:
+        marks.append(pytest.mark.skip(reason=f"{kind} unavailable: {reason}"))
+    return pytest.param(kind, marks=marks)
+
+
+# The op-comparison tables run on the CPU and on CUDA (marked ``gpu``: ``-m gpu`` or ``-k cuda``
+# selects it; a skipped param without a GPU). The metal backend is a stub: its params would only
+# add as many skipped items again.
+OP_DEVICE_PARAMS = [_op_param(kind) for kind in ("cpu", "cuda")]

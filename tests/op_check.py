@@ -6,9 +6,10 @@
 Inputs are numpy arrays. Each input is handed to workbench in a chosen ``layout``:
 "contiguous", "transposed" (a permuted view of a contiguous buffer), "sliced" (every other
 element of a bigger buffer) or "broadcast" (a stride-0 expansion of a smaller buffer), so
-strided kernels are exercised. Gradients: a random upstream gradient ``g`` is pulled back
-through both libraries (``(out * g).sum().backward()``) and every float input's gradient is
-compared.
+strided kernels are exercised; ``device="cuda"`` builds the same views of a GPU buffer (the
+torch reference always runs on the CPU, results come back with ``.numpy()``). Gradients: a
+random upstream gradient ``g`` is pulled back through both libraries
+(``(out * g).sum().backward()``) and every float input's gradient is compared.
 """
 
 from __future__ import annotations
@@ -27,39 +28,53 @@ TOLERANCES = {
     "bf16": (2e-2, 2e-2),
 }
 LAYOUTS = ("contiguous", "transposed", "sliced", "broadcast")
+# Off the CPU, half-precision kernels sum in another order (per-thread partials, then a tree in
+# the block; cuBLAS's own tiling): a little more room than on the CPU. Explicit atol/rtol win.
+DEVICE_TOLERANCES = {
+    "cuda": {"f16": (2e-2, 2e-2), "bf16": (4e-2, 4e-2)},
+    "metal": {"f16": (2e-2, 2e-2), "bf16": (4e-2, 4e-2)},
+}
+
+
+def tolerances(dtype_name: str, device: str = "cpu") -> tuple[float, float]:
+    """The default ``(rtol, atol)`` for ``dtype_name`` results computed on ``device``."""
+    kind = str(device).split(":")[0]
+    return DEVICE_TOLERANCES.get(kind, {}).get(dtype_name) or TOLERANCES.get(dtype_name, (0, 0))
 
 
 def to_torch_dtype(dtype: wb.DType) -> torch.dtype:
     return getattr(torch, dtype.torch_name)
 
 
-def as_layout(array: np.ndarray, layout: str, dtype: wb.DType) -> wb.Tensor:
-    """A workbench tensor with ``array``'s values, laid out as ``layout`` (a view)."""
+def as_layout(array: np.ndarray, layout: str, dtype: wb.DType, device: str = "cpu") -> wb.Tensor:
+    """A workbench tensor on ``device`` with ``array``'s values, laid out as ``layout`` (a view
+    of a buffer on that device)."""
     array = np.asarray(array)
     if layout == "contiguous" or array.ndim == 0:
-        return wb.tensor(array, dtype=dtype)
+        return wb.tensor(array, dtype=dtype, device=device)
     if layout == "transposed":
         if array.ndim < 2:
-            return as_layout(array, "sliced", dtype)
+            return as_layout(array, "sliced", dtype, device)
         order = tuple(reversed(range(array.ndim)))
-        t = wb.tensor(np.ascontiguousarray(array.transpose(order)), dtype=dtype)
+        t = wb.tensor(np.ascontiguousarray(array.transpose(order)), dtype=dtype, device=device)
         return t.permute(order)
     if layout == "sliced":
         bigger = np.zeros((*array.shape[:-1], array.shape[-1] * 2), dtype=array.dtype)
         bigger[..., ::2] = array
-        t = wb.tensor(bigger, dtype=dtype)
+        t = wb.tensor(bigger, dtype=dtype, device=device)
         # a strided view: every other element of the last dim
         return t.reshape((*array.shape, 2)).narrow(-1, 0, 1).squeeze(-1)
     if layout == "broadcast":
         if array.ndim == 0 or array.shape[0] == 0 or not np.all(array == array[:1]):
-            return as_layout(array, "contiguous", dtype)
-        return wb.tensor(array[:1], dtype=dtype).expand(array.shape)
+            return as_layout(array, "contiguous", dtype, device)
+        return wb.tensor(array[:1], dtype=dtype, device=device).expand(array.shape)
     raise ValueError(layout)
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, dtype_name: str, what: str,
-                 atol: float | None = None, rtol: float | None = None) -> None:  # fmt: skip
-    r, a = TOLERANCES.get(dtype_name, (0, 0))
+                 atol: float | None = None, rtol: float | None = None,
+                 device: str = "cpu") -> None:  # fmt: skip
+    r, a = tolerances(dtype_name, device)
     rtol = r if rtol is None else rtol
     atol = a if atol is None else atol
     actual = np.asarray(actual)
@@ -97,13 +112,16 @@ def check(
     grad_atol: float | None = None,
     grad_rtol: float | None = None,
     seed: int = 0,
+    device: str = "cpu",
 ) -> None:
     """Compare ``fn(*wb_inputs)`` with ``torch_fn(*torch_inputs)``, then their gradients.
 
     ``layouts`` gives each input's layout (default: all contiguous). Integer/bool inputs keep
     their own dtype; float inputs are cast to ``dtype``. ``grad_inputs`` picks which inputs get
-    a gradient (default: all float inputs).
+    a gradient (default: all float inputs). The workbench inputs live on ``device`` and every
+    tensor output must come out on it; the torch reference runs on the CPU.
     """
+    wb_device = wb.Device(device)
     torch_fn = torch_fn or fn
     layouts = layouts or ["contiguous"] * len(inputs)
     wb_inputs = []
@@ -112,7 +130,7 @@ def check(
         array = np.asarray(array)
         is_float = array.dtype.kind == "f"
         in_dtype = dtype if is_float else wb.dtype.from_numpy_dtype(array.dtype)
-        w = as_layout(array, layout, in_dtype)
+        w = as_layout(array, layout, in_dtype, device)
         tt = torch.tensor(np.array(array), dtype=to_torch_dtype(in_dtype))
         wants_grad = (
             grad
@@ -130,7 +148,9 @@ def check(
     outs = out if isinstance(out, tuple | list) else (out,)
     expects = expected if isinstance(expected, tuple | list) else (expected,)
     for k, (o, e) in enumerate(zip(outs, expects, strict=True)):
-        assert_close(_to_numpy(o), _to_numpy(e), dtype.name, f"output {k}", atol, rtol)
+        if isinstance(o, wb.Tensor):
+            assert o.device == wb_device, f"output {k} is on {o.device}, expected {wb_device}"
+        assert_close(_to_numpy(o), _to_numpy(e), dtype.name, f"output {k}", atol, rtol, device)
     if not any(t.requires_grad for t in torch_inputs):
         return
     rng = np.random.default_rng(seed)
@@ -140,7 +160,7 @@ def check(
         if not (isinstance(e, torch.Tensor) and e.dtype.is_floating_point and e.requires_grad):
             continue
         g = rng.standard_normal(e.shape).astype(np.float32)
-        term_wb = (o * wb.tensor(g, dtype=o.dtype)).sum()
+        term_wb = (o * wb.tensor(g, dtype=o.dtype, device=o.device)).sum()
         term_t = (e * torch.tensor(g, dtype=e.dtype)).sum()
         wb_loss = term_wb if wb_loss is None else wb_loss + term_wb
         torch_loss = term_t if torch_loss is None else torch_loss + term_t
@@ -157,8 +177,9 @@ def check(
             assert got is None or np.all(_to_numpy(got) == 0), f"input {i}: unexpected grad"
             continue
         assert got is not None, f"input {i}: no gradient from workbench"
+        assert got.device == wb_device, f"grad of input {i} is on {got.device}, not {wb_device}"
         assert_close(
             _to_numpy(got), _to_numpy(expected_grad), dtype.name, f"grad of input {i}",
             grad_atol if grad_atol is not None else atol,
-            grad_rtol if grad_rtol is not None else rtol,
+            grad_rtol if grad_rtol is not None else rtol, device,
         )  # fmt: skip

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from devices import OP_DEVICE_PARAMS
 from op_check import check
 
 import workbench as wb
@@ -72,7 +73,8 @@ CONV_TRANSPOSE1D = [
 ]
 
 
-def _conv_case(fn_name, x_shape, w_shape, kwargs, bias, dtype, layout, seed=0, **tol):
+def _conv_case(fn_name, x_shape, w_shape, kwargs, bias, dtype, layout, seed=0, device="cpu",
+               **tol):  # fmt: skip
     inputs = [_rand(*x_shape, seed=seed), _rand(*w_shape, seed=seed + 1)]
     out_channels = (
         w_shape[0] if "transpose" not in fn_name else w_shape[1] * kwargs.get("groups", 1)
@@ -87,6 +89,7 @@ def _conv_case(fn_name, x_shape, w_shape, kwargs, bias, dtype, layout, seed=0, *
         dtype=dtype,
         torch_fn=lambda *a: torch_fn(*a, **kwargs),
         layouts=[layout] + ["contiguous"] * (len(inputs) - 1),
+        device=device,
         **tol,
     )
 
@@ -105,24 +108,28 @@ def _table(cases):
 
 @pytest.mark.filterwarnings("ignore:Using padding='same'")
 @pytest.mark.parametrize("x_shape, w_shape, kwargs, bias, dtype, layout", _table(CONV2D))
-def test_conv2d(x_shape, w_shape, kwargs, bias, dtype, layout):
-    _conv_case("conv2d", x_shape, w_shape, kwargs, bias, dtype, layout)
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_conv2d(x_shape, w_shape, kwargs, bias, dtype, layout, device):
+    _conv_case("conv2d", x_shape, w_shape, kwargs, bias, dtype, layout, device=device)
 
 
 @pytest.mark.filterwarnings("ignore:Using padding='same'")
 @pytest.mark.parametrize("x_shape, w_shape, kwargs, bias, dtype, layout", _table(CONV1D))
-def test_conv1d(x_shape, w_shape, kwargs, bias, dtype, layout):
-    _conv_case("conv1d", x_shape, w_shape, kwargs, bias, dtype, layout)
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_conv1d(x_shape, w_shape, kwargs, bias, dtype, layout, device):
+    _conv_case("conv1d", x_shape, w_shape, kwargs, bias, dtype, layout, device=device)
 
 
 @pytest.mark.parametrize("x_shape, w_shape, kwargs, bias, dtype, layout", _table(CONV_TRANSPOSE2D))
-def test_conv_transpose2d(x_shape, w_shape, kwargs, bias, dtype, layout):
-    _conv_case("conv_transpose2d", x_shape, w_shape, kwargs, bias, dtype, layout)
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_conv_transpose2d(x_shape, w_shape, kwargs, bias, dtype, layout, device):
+    _conv_case("conv_transpose2d", x_shape, w_shape, kwargs, bias, dtype, layout, device=device)
 
 
 @pytest.mark.parametrize("x_shape, w_shape, kwargs, bias, dtype, layout", _table(CONV_TRANSPOSE1D))
-def test_conv_transpose1d(x_shape, w_shape, kwargs, bias, dtype, layout):
-    _conv_case("conv_transpose1d", x_shape, w_shape, kwargs, bias, dtype, layout)
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_conv_transpose1d(x_shape, w_shape, kwargs, bias, dtype, layout, device):
+    _conv_case("conv_transpose1d", x_shape, w_shape, kwargs, bias, dtype, layout, device=device)
 
 
 @pytest.mark.parametrize("dtype", [wb.f16, wb.bf16])
@@ -135,9 +142,21 @@ def test_conv_transpose1d(x_shape, w_shape, kwargs, bias, dtype, layout):
         ("conv_transpose1d", (2, 4, 6), (4, 3, 3), dict(stride=2, output_padding=1)),
     ],
 )
-def test_conv_half(fn_name, x_shape, w_shape, kwargs, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_conv_half(fn_name, x_shape, w_shape, kwargs, dtype, device):
     # inputs of a few exact bits keep the reference's own rounding out of the comparison
-    _conv_case(fn_name, x_shape, w_shape, kwargs, True, dtype, "contiguous", atol=0.1, rtol=0.05)
+    _conv_case(
+        fn_name,
+        x_shape,
+        w_shape,
+        kwargs,
+        True,
+        dtype,
+        "contiguous",
+        atol=0.1,
+        rtol=0.05,
+        device=device,
+    )
 
 
 @pytest.mark.parametrize(
@@ -158,18 +177,21 @@ def test_conv_in_row_bands(monkeypatch, fn_name, x_shape, w_shape, kwargs):
     _conv_case(fn_name, x_shape, w_shape, kwargs, True, wb.f64, "contiguous")
 
 
-def test_conv_sliced_weight_and_unbatched_input():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_conv_sliced_weight_and_unbatched_input(device):
     x, w = _rand(3, 8, 7), _rand(4, 3, 3, 3, seed=1)
     check(
         lambda x, w: wb.conv2d(x, w, padding=1),
         [x, w],
         layouts=["sliced", "transposed"],
         torch_fn=lambda x, w: F.conv2d(x, w, padding=1),
+        device=device,
     )
     check(
         lambda x, w: wb.conv_transpose1d(x, w, stride=2),
         [_rand(3, 5), _rand(3, 2, 3, seed=1)],
         torch_fn=lambda x, w: F.conv_transpose1d(x, w, stride=2),
+        device=device,
     )
 
 
@@ -213,37 +235,48 @@ def _pool_table(cases):
 
 
 @pytest.mark.parametrize("shape, kwargs, dtype, layout", _pool_table(MAX_POOL2D))
-def test_max_pool2d(shape, kwargs, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_max_pool2d(shape, kwargs, dtype, layout, device):
     check(
         lambda x: wb.max_pool2d(x, return_indices=True, **kwargs),
         [_rand(*shape)],
         dtype=dtype,
         torch_fn=lambda x: F.max_pool2d(x, return_indices=True, **kwargs),
         layouts=[layout],
+        device=device,
     )
 
 
 @pytest.mark.parametrize("shape, kwargs, dtype, layout", _pool_table(MAX_POOL1D))
-def test_max_pool1d(shape, kwargs, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_max_pool1d(shape, kwargs, dtype, layout, device):
     check(
         lambda x: wb.max_pool1d(x, return_indices=True, **kwargs),
         [_rand(*shape)],
         dtype=dtype,
         torch_fn=lambda x: F.max_pool1d(x, return_indices=True, **kwargs),
         layouts=[layout],
+        device=device,
     )
 
 
-def test_max_pool_ties_pick_the_first_and_nan_wins():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_max_pool_ties_pick_the_first_and_nan_wins(device):
     ties = np.random.default_rng(0).integers(0, 3, (2, 3, 8, 8)).astype(np.float64)
     check(
         lambda x: wb.max_pool2d(x, 3, 2, 1, return_indices=True),
         [ties],
         torch_fn=lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
+        device=device,
     )
     with_nan = _rand(1, 1, 4, 4)
     with_nan[0, 0, 1, 2] = np.nan
-    check(lambda x: wb.max_pool2d(x, 2), [with_nan], torch_fn=lambda x: F.max_pool2d(x, 2))
+    check(
+        lambda x: wb.max_pool2d(x, 2),
+        [with_nan],
+        torch_fn=lambda x: F.max_pool2d(x, 2),
+        device=device,
+    )
     # a window of -inf (padding included) reports its first real element
     neg_inf = _rand(1, 2, 5, 5)
     neg_inf[0, 0, :2, :2] = -np.inf
@@ -252,6 +285,7 @@ def test_max_pool_ties_pick_the_first_and_nan_wins():
         [neg_inf],
         torch_fn=lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
         grad=False,
+        device=device,
     )
 
 
@@ -279,24 +313,28 @@ AVG_POOL1D = [
 
 
 @pytest.mark.parametrize("shape, kwargs, dtype, layout", _pool_table(AVG_POOL2D))
-def test_avg_pool2d(shape, kwargs, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_avg_pool2d(shape, kwargs, dtype, layout, device):
     check(
         lambda x: wb.avg_pool2d(x, **kwargs),
         [_rand(*shape)],
         dtype=dtype,
         torch_fn=lambda x: F.avg_pool2d(x, **kwargs),
         layouts=[layout],
+        device=device,
     )
 
 
 @pytest.mark.parametrize("shape, kwargs, dtype, layout", _pool_table(AVG_POOL1D))
-def test_avg_pool1d(shape, kwargs, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_avg_pool1d(shape, kwargs, dtype, layout, device):
     check(
         lambda x: wb.avg_pool1d(x, **kwargs),
         [_rand(*shape)],
         dtype=dtype,
         torch_fn=lambda x: F.avg_pool1d(x, **kwargs),
         layouts=[layout],
+        device=device,
     )
 
 
@@ -313,24 +351,28 @@ ADAPTIVE1D = [((2, 3, 13), 1), ((2, 3, 13), 5), ((2, 3, 12), 4), ((2, 3, 5), 8)]
 
 
 @pytest.mark.parametrize("shape, size, dtype, layout", _pool_table(ADAPTIVE2D))
-def test_adaptive_avg_pool2d(shape, size, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_adaptive_avg_pool2d(shape, size, dtype, layout, device):
     check(
         lambda x: wb.adaptive_avg_pool2d(x, size),
         [_rand(*shape)],
         dtype=dtype,
         torch_fn=lambda x: F.adaptive_avg_pool2d(x, size),
         layouts=[layout],
+        device=device,
     )
 
 
 @pytest.mark.parametrize("shape, size, dtype, layout", _pool_table(ADAPTIVE1D))
-def test_adaptive_avg_pool1d(shape, size, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_adaptive_avg_pool1d(shape, size, dtype, layout, device):
     check(
         lambda x: wb.adaptive_avg_pool1d(x, size),
         [_rand(*shape)],
         dtype=dtype,
         torch_fn=lambda x: F.adaptive_avg_pool1d(x, size),
         layouts=[layout],
+        device=device,
     )
 
 
@@ -351,26 +393,30 @@ RESIZE = [
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kwargs", RESIZE, ids=str)
-def test_upsample_nearest2d(kwargs, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_upsample_nearest2d(kwargs, dtype, layout, device):
     check(
         lambda x: wb.upsample_nearest2d(x, **kwargs),
         [_rand(2, 3, 9, 11)],
         dtype=dtype,
         torch_fn=lambda x: F.interpolate(x, mode="nearest", **kwargs),
         layouts=[layout],
+        device=device,
     )
 
 
 @pytest.mark.parametrize("align_corners", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kwargs", RESIZE, ids=str)
-def test_upsample_bilinear2d(kwargs, dtype, align_corners):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_upsample_bilinear2d(kwargs, dtype, align_corners, device):
     check(
         lambda x: wb.upsample_bilinear2d(x, align_corners=align_corners, **kwargs),
         [_rand(2, 3, 9, 11)],
         dtype=dtype,
         torch_fn=lambda x: F.interpolate(x, mode="bilinear", align_corners=align_corners, **kwargs),
         layouts=["transposed"],
+        device=device,
     )
 
 
@@ -388,11 +434,13 @@ def test_upsample_bilinear2d(kwargs, dtype, align_corners):
     ],
     ids=str,
 )
-def test_interpolate(shape, kwargs):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_interpolate(shape, kwargs, device):
     check(
         lambda x: wb.interpolate(x, **kwargs),
         [_rand(*shape)],
         torch_fn=lambda x: F.interpolate(x, **kwargs),
+        device=device,
     )
 
 
@@ -416,7 +464,8 @@ PAD = [
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape, amounts, mode", PAD, ids=str)
-def test_pad(shape, amounts, mode, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_pad(shape, amounts, mode, dtype, layout, device):
     value = 0.5 if mode == "constant" else None
     extra = {} if value is None else dict(value=value)
     check(
@@ -425,15 +474,18 @@ def test_pad(shape, amounts, mode, dtype, layout):
         dtype=dtype,
         torch_fn=lambda x: F.pad(x, amounts, mode, **extra),
         layouts=[layout],
+        device=device,
     )
 
 
-def test_pad_integer_tensor():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_pad_integer_tensor(device):
     x = np.arange(12, dtype=np.int64).reshape(3, 4)
     check(
         lambda x: wb.pad(x, (1, 2, 0, 1), value=-1),
         [x],
         torch_fn=lambda x: F.pad(x, (1, 2, 0, 1), value=-1),
+        device=device,
     )
 
 
@@ -453,8 +505,17 @@ def test_pad_integer_tensor():
         (lambda x: wb.pad(x, (1, 2, 2, 1), "reflect"), lambda x: F.pad(x, (1, 2, 2, 1), "reflect")),
     ],
 )
-def test_pool_half(wb_fn, torch_fn, dtype):
-    check(wb_fn, [_rand(2, 3, 7, 8)], dtype=dtype, torch_fn=torch_fn, atol=0.05, rtol=0.05)
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_pool_half(wb_fn, torch_fn, dtype, device):
+    check(
+        wb_fn,
+        [_rand(2, 3, 7, 8)],
+        dtype=dtype,
+        torch_fn=torch_fn,
+        atol=0.05,
+        rtol=0.05,
+        device=device,
+    )
 
 
 # -- empty and size-1 inputs ------------------------------------------------------------
@@ -478,9 +539,10 @@ EDGE = [
 
 @pytest.mark.parametrize("x_shape", [(0, 3, 6, 5), (1, 3, 2, 1)], ids=str)
 @pytest.mark.parametrize("wb_fn, torch_fn, w_shape", EDGE)
-def test_empty_batch_and_size_one(wb_fn, torch_fn, w_shape, x_shape):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_empty_batch_and_size_one(wb_fn, torch_fn, w_shape, x_shape, device):
     inputs = [_rand(*x_shape)] + ([] if w_shape is None else [_rand(*w_shape, seed=1)])
-    check(wb_fn, inputs, torch_fn=torch_fn)
+    check(wb_fn, inputs, torch_fn=torch_fn, device=device)
 
 
 # -- errors ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from devices import OP_DEVICE_PARAMS
 from op_check import check
 
 import workbench as wb
@@ -51,7 +52,8 @@ SOFTMAX_CASES = [
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("shape,dim", SOFTMAX_CASES)
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_softmax(name, shape, dim, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_softmax(name, shape, dim, dtype, device):
     ref = torch.softmax if name == "softmax" else F.log_softmax
     fn = getattr(wb, name)
     big = np.prod(shape) > 10_000
@@ -59,22 +61,24 @@ def test_softmax(name, shape, dim, dtype):
         pytest.skip("the big shapes exercise blocking; f32 and f16 cover it")
     t = tol(dtype, 2 if name == "log_softmax" else 1)
     check(lambda x: fn(x, dim), [randn(*shape) * 3], dtype=dtype,
-          torch_fn=lambda x: ref(x, dim), **t)  # fmt: skip
+          torch_fn=lambda x: ref(x, dim), **t, device=device)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("layout", ["transposed", "sliced"])
 @pytest.mark.parametrize("dim", [0, 1, 2])
-def test_softmax_strided(name, layout, dim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_softmax_strided(name, layout, dim, device):
     ref = torch.softmax if name == "softmax" else F.log_softmax
     fn = getattr(wb, name)
     check(lambda x: fn(x, dim), [randn(3, 4, 5)], torch_fn=lambda x: ref(x, dim),
-          layouts=[layout])  # fmt: skip
+          layouts=[layout], device=device)  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("dtype", [wb.f32, wb.f64], ids=str)
-def test_softmax_infinities(name, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_softmax_infinities(name, dtype, device):
     """-inf entries get probability 0; a row of -inf gives NaN, as in PyTorch."""
     x = randn(4, 6)
     x[0, :2] = -np.inf
@@ -82,8 +86,8 @@ def test_softmax_infinities(name, dtype):
     x[2, 5] = -np.inf
     ref = torch.softmax if name == "softmax" else F.log_softmax
     fn = getattr(wb, name)
-    check(lambda x: fn(x, -1), [x], dtype=dtype, torch_fn=lambda x: ref(x, -1))
-    check(lambda x: fn(x, 0), [x], dtype=dtype, torch_fn=lambda x: ref(x, 0))
+    check(lambda x: fn(x, -1), [x], dtype=dtype, torch_fn=lambda x: ref(x, -1), device=device)
+    check(lambda x: fn(x, 0), [x], dtype=dtype, torch_fn=lambda x: ref(x, 0), device=device)
 
 
 def test_softmax_is_a_method_and_rows_sum_to_one():
@@ -120,7 +124,8 @@ def _layer_norm_inputs(shape, normalized, weight, bias):
 
 @pytest.mark.parametrize("shape,normalized,weight,bias", LAYER_NORM_CASES)
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_layer_norm(shape, normalized, weight, bias, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_layer_norm(shape, normalized, weight, bias, dtype, device):
     if np.prod(shape) > 10_000 and dtype in (wb.f64, wb.bf16):
         pytest.skip("the big shape exercises blocking; f32 and f16 cover it")
     inputs = _layer_norm_inputs(shape, normalized, weight, bias)
@@ -133,25 +138,28 @@ def test_layer_norm(shape, normalized, weight, bias, dtype):
     if ns == (1,):  # x̂ is exactly 0 here; PyTorch's mean rounds, its weight grad is ~1e-5
         extra.setdefault("grad_atol", 1e-3)
     check(lambda x, *a: wb.layer_norm(x, normalized, *affine(a), 1e-5), inputs, dtype=dtype,
-          torch_fn=lambda x, *a: F.layer_norm(x, ns, *affine(a), 1e-5), **extra)  # fmt: skip
+          torch_fn=lambda x, *a: F.layer_norm(x, ns, *affine(a), 1e-5), **extra,
+          device=device)  # fmt: skip
 
 
 @pytest.mark.parametrize("layouts", [["transposed", "contiguous", "contiguous"],
                                      ["sliced", "sliced", "sliced"]])  # fmt: skip
 @pytest.mark.parametrize("normalized", [(5,), (4, 5)])
-def test_layer_norm_strided(layouts, normalized):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_layer_norm_strided(layouts, normalized, device):
     inputs = [randn(3, 4, 5), randn(*normalized), randn(*normalized)]
     if len(normalized) == 2 and layouts[1] == "contiguous":
         layouts = [layouts[0], "transposed", "transposed"]
     check(lambda x, w, b: wb.layer_norm(x, normalized, w, b),
           inputs, torch_fn=lambda x, w, b: F.layer_norm(x, normalized, w, b),
-          layouts=layouts)  # fmt: skip
+          layouts=layouts, device=device)  # fmt: skip
 
 
-def test_layer_norm_eps():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_layer_norm_eps(device):
     x = randn(3, 6) * 1e-3
     check(lambda x: wb.layer_norm(x, (6,), eps=1e-2), [x], dtype=wb.f64,
-          torch_fn=lambda x: F.layer_norm(x, (6,), eps=1e-2))  # fmt: skip
+          torch_fn=lambda x: F.layer_norm(x, (6,), eps=1e-2), device=device)  # fmt: skip
 
 
 # -- rms_norm --------------------------------------------------------------------------------
@@ -161,19 +169,23 @@ RMS_CASES = [((4, 8), True), ((2, 3, 16), True), ((2, 3, 16), False), ((7,), Tru
 
 @pytest.mark.parametrize("shape,weight", RMS_CASES)
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_rms_norm(shape, weight, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_rms_norm(shape, weight, dtype, device):
     if np.prod(shape) > 10_000 and dtype in (wb.f64, wb.bf16):
         pytest.skip("the big shape exercises blocking; f32 and f16 cover it")
     d = shape[-1]
     inputs = [randn(*shape) + 0.3] + ([randn(d)] if weight else [])
     check(lambda x, *w: wb.rms_norm(x, *w, eps=1e-6), inputs, dtype=dtype,
-          torch_fn=lambda x, *w: F.rms_norm(x, (d,), *w, eps=1e-6), **tol(dtype, 2))  # fmt: skip
+          torch_fn=lambda x, *w: F.rms_norm(x, (d,), *w, eps=1e-6), **tol(dtype, 2),
+          device=device)  # fmt: skip
 
 
 @pytest.mark.parametrize("layouts", [["transposed", "sliced"], ["sliced", "contiguous"]])
-def test_rms_norm_strided(layouts):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_rms_norm_strided(layouts, device):
     check(lambda x, w: wb.rms_norm(x, w), [randn(3, 4, 6), randn(6)],
-          torch_fn=lambda x, w: F.rms_norm(x, (6,), w, eps=1e-6), layouts=layouts)  # fmt: skip
+          torch_fn=lambda x, w: F.rms_norm(x, (6,), w, eps=1e-6), layouts=layouts,
+          device=device)  # fmt: skip
 
 
 # -- group_norm ------------------------------------------------------------------------------
@@ -192,20 +204,23 @@ GROUP_NORM_CASES = [
 
 @pytest.mark.parametrize("shape,groups,affine", GROUP_NORM_CASES)
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_group_norm(shape, groups, affine, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_group_norm(shape, groups, affine, dtype, device):
     if np.prod(shape) > 10_000 and dtype in (wb.f64, wb.bf16):
         pytest.skip("the big shape exercises blocking; f32 and f16 cover it")
     c = shape[1]
     inputs = [randn(*shape) * 2 - 0.5] + ([randn(c), randn(c)] if affine else [])
     check(lambda x, *wb_: wb.group_norm(x, groups, *wb_), inputs, dtype=dtype,
-          torch_fn=lambda x, *wb_: F.group_norm(x, groups, *wb_), **tol(dtype, 2))  # fmt: skip
+          torch_fn=lambda x, *wb_: F.group_norm(x, groups, *wb_), **tol(dtype, 2),
+          device=device)  # fmt: skip
 
 
 @pytest.mark.parametrize("layout", ["transposed", "sliced"])
-def test_group_norm_strided(layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_group_norm_strided(layout, device):
     check(lambda x, w, b: wb.group_norm(x, 2, w, b), [randn(2, 4, 3, 5), randn(4), randn(4)],
           torch_fn=lambda x, w, b: F.group_norm(x, 2, w, b),
-          layouts=[layout, "sliced", "contiguous"])  # fmt: skip
+          layouts=[layout, "sliced", "contiguous"], device=device)  # fmt: skip
 
 
 # -- rope ------------------------------------------------------------------------------------
@@ -241,20 +256,23 @@ ROPE_CASES = [
 @pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("x_shape,table_shape", ROPE_CASES)
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_rope(x_shape, table_shape, interleaved, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_rope(x_shape, table_shape, interleaved, dtype, device):
     cos, sin = _angles(*table_shape)
     check(lambda x, c, s: wb.rope(x, c, s, interleaved), [randn(*x_shape), cos, sin],
           dtype=dtype, torch_fn=lambda x, c, s: torch_rope(x, c, s, interleaved),
-          **tol(dtype, 2))  # fmt: skip
+          **tol(dtype, 2), device=device)  # fmt: skip
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("layouts", [["transposed", "contiguous", "contiguous"],
                                      ["sliced", "transposed", "sliced"]])  # fmt: skip
-def test_rope_strided(interleaved, layouts):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_rope_strided(interleaved, layouts, device):
     cos, sin = _angles(5, 4)
     check(lambda x, c, s: wb.rope(x, c, s, interleaved), [randn(2, 3, 5, 8), cos, sin],
-          torch_fn=lambda x, c, s: torch_rope(x, c, s, interleaved), layouts=layouts)  # fmt: skip
+          torch_fn=lambda x, c, s: torch_rope(x, c, s, interleaved), layouts=layouts,
+          device=device)  # fmt: skip
 
 
 def test_rope_matches_rotation_of_complex_numbers():
@@ -321,35 +339,40 @@ def _mask(kind: str | None, length: int, source: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("case", SDPA_CASES, ids=[c[0] for c in SDPA_CASES])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_scaled_dot_product_attention(case, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_scaled_dot_product_attention(case, dtype, device):
     _, qs, ks, vs, mask_kind, is_causal, scale = case
     if case[0] == "long" and dtype in (wb.f64, wb.bf16):
         pytest.skip("the long case exercises blocking; f32 and f16 cover it")
     wb_fn, torch_fn = _sdpa(is_causal, scale)
     inputs = [randn(*qs), randn(*ks), randn(*vs), *_mask(mask_kind, qs[-2], ks[-2])]
     check(wb_fn, inputs, dtype=dtype, torch_fn=torch_fn, grad_inputs=[0, 1, 2],
-          **tol(dtype, 2))  # fmt: skip
+          **tol(dtype, 2), device=device)  # fmt: skip
 
 
 @pytest.mark.parametrize("layouts", [["transposed", "transposed", "transposed"],
                                      ["sliced", "contiguous", "sliced"]])  # fmt: skip
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_scaled_dot_product_attention_strided(layouts, is_causal):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_scaled_dot_product_attention_strided(layouts, is_causal, device):
     wb_fn, torch_fn = _sdpa(is_causal)
     check(wb_fn, [randn(2, 3, 5, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 4)],
-          torch_fn=torch_fn, layouts=layouts)  # fmt: skip
+          torch_fn=torch_fn, layouts=layouts, device=device)  # fmt: skip
 
 
-def test_scaled_dot_product_attention_broadcast_mask_layout():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_scaled_dot_product_attention_broadcast_mask_layout(device):
     """A bool mask (L, S) expanded over (B, H) with stride 0, and a transposed one."""
     wb_fn, torch_fn = _sdpa()
     mask = _bool_mask(5, 5)
     inputs = [randn(2, 3, 5, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 4), mask]
     check(wb_fn, inputs, torch_fn=torch_fn, grad_inputs=[0, 1, 2],
-          layouts=["contiguous", "contiguous", "contiguous", "transposed"])  # fmt: skip
+          layouts=["contiguous", "contiguous", "contiguous", "transposed"],
+          device=device)  # fmt: skip
     full = np.broadcast_to(mask[None, None, :1], (2, 3, 5, 5)).copy()  # equal rows: broadcast
     check(wb_fn, inputs[:3] + [full], torch_fn=torch_fn, grad_inputs=[0, 1, 2],
-          layouts=["contiguous", "contiguous", "contiguous", "broadcast"])  # fmt: skip
+          layouts=["contiguous", "contiguous", "contiguous", "broadcast"],
+          device=device)  # fmt: skip
 
 
 def test_attention_fully_masked_query_gives_zeros():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from devices import OP_DEVICE_PARAMS
 from op_check import check
 
 import workbench as wb
@@ -50,11 +51,12 @@ GATHER_CASES = [
 @pytest.mark.parametrize("dtype", FLOATS + HALVES, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 @pytest.mark.parametrize("shape,dim,ishape", GATHER_CASES)
-def test_gather(shape, dim, ishape, layout, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_gather(shape, dim, ishape, layout, dtype, device):
     index = randint(shape[dim], *ishape)
     check(
         lambda x, i: wb.gather(x, dim, i), [randn(*shape), index], dtype=dtype,
-        torch_fn=lambda x, i: torch.gather(x, dim, i), layouts=[layout, layout],
+        torch_fn=lambda x, i: torch.gather(x, dim, i), layouts=[layout, layout], device=device,
     )  # fmt: skip
 
 
@@ -66,8 +68,9 @@ def test_gather_narrow_index_dtypes(index_dtype):
     np.testing.assert_array_equal(out.numpy(), np.take_along_axis(x, index.astype(np.int64), 1))
 
 
-def test_gather_0d():
-    check(lambda x, i: x.gather(0, i), [np.array(2.5, np.float32), np.array(0)])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_gather_0d(device):
+    check(lambda x, i: x.gather(0, i), [np.array(2.5, np.float32), np.array(0)], device=device)
 
 
 # -- scatter / scatter_add ---------------------------------------------------------------------
@@ -85,22 +88,24 @@ SCATTER_CASES = [
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 @pytest.mark.parametrize("shape,dim,ishape,sshape", SCATTER_CASES)
-def test_scatter(shape, dim, ishape, sshape, layout, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_scatter(shape, dim, ishape, sshape, layout, dtype, device):
     index = unique_along(shape, dim, ishape)
     grad_inputs = None if sshape == ishape else [0]  # torch refuses a src grad of another shape
     check(
         lambda x, i, s: wb.scatter(x, dim, i, s), [randn(*shape), index, randn(*sshape)],
         dtype=dtype, torch_fn=lambda x, i, s: torch.scatter(x, dim, i, s),
-        layouts=[layout] * 3, grad_inputs=grad_inputs,
+        layouts=[layout] * 3, grad_inputs=grad_inputs, device=device,
     )  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_scatter_scalar(dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_scatter_scalar(dtype, device):
     index = unique_along((4, 6), 1, (4, 2))
     check(
         lambda x, i: x.scatter(1, i, 2.5), [randn(4, 6), index], dtype=dtype,
-        torch_fn=lambda x, i: x.scatter(1, i, 2.5),
+        torch_fn=lambda x, i: x.scatter(1, i, 2.5), device=device,
     )  # fmt: skip
 
 
@@ -117,13 +122,14 @@ def test_scatter_src_bigger_grad_is_padded():
 @pytest.mark.parametrize("dtype", FLOATS + HALVES, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 @pytest.mark.parametrize("shape,dim,ishape,sshape", SCATTER_CASES + [((3, 2), 1, (3, 7), (3, 7))])
-def test_scatter_add(shape, dim, ishape, sshape, layout, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_scatter_add(shape, dim, ishape, sshape, layout, dtype, device):
     index = randint(shape[dim], *ishape)  # repeats accumulate
     grad_inputs = None if sshape == ishape else [0]
     check(
         lambda x, i, s: wb.scatter_add(x, dim, i, s), [randn(*shape), index, randn(*sshape)],
         dtype=dtype, torch_fn=lambda x, i, s: torch.scatter_add(x, dim, i, s),
-        layouts=[layout] * 3, grad_inputs=grad_inputs,
+        layouts=[layout] * 3, grad_inputs=grad_inputs, device=device,
     )  # fmt: skip
 
 
@@ -148,22 +154,24 @@ SELECT_CASES = [
 @pytest.mark.parametrize("dtype", FLOATS + HALVES, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 @pytest.mark.parametrize("shape,dim,index", SELECT_CASES)
-def test_index_select(shape, dim, index, layout, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_index_select(shape, dim, index, layout, dtype, device):
     check(
         lambda x, i: wb.index_select(x, dim, i), [randn(*shape), np.array(index, np.int64)],
         dtype=dtype, torch_fn=lambda x, i: torch.index_select(x, dim, i),
-        layouts=[layout, "sliced"],
+        layouts=[layout, "sliced"], device=device,
     )  # fmt: skip
 
 
-def test_index_select_i32_and_0d_index():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_index_select_i32_and_0d_index(device):
     check(
         lambda x, i: x.index_select(1, i), [randn(3, 4), np.array([3, 0], np.int32)],
-        torch_fn=lambda x, i: x.index_select(1, i),
+        torch_fn=lambda x, i: x.index_select(1, i), device=device,
     )  # fmt: skip
     check(
         lambda x, i: x.index_select(0, i), [randn(3, 4), np.array(2)],
-        torch_fn=lambda x, i: x.index_select(0, i),
+        torch_fn=lambda x, i: x.index_select(0, i), device=device,
     )  # fmt: skip
 
 
@@ -178,7 +186,8 @@ ADD_CASES = SELECT_CASES + [
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 @pytest.mark.parametrize("alpha", [1, -0.5])
 @pytest.mark.parametrize("shape,dim,index", ADD_CASES)
-def test_index_add(shape, dim, index, alpha, layout, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_index_add(shape, dim, index, alpha, layout, dtype, device):
     sshape = list(shape)
     sshape[dim] = len(index)
 
@@ -190,7 +199,7 @@ def test_index_add(shape, dim, index, alpha, layout, dtype):
     check(
         lambda x, i, s: wb.index_add(x, dim, i, s, alpha=alpha),
         [randn(*shape), np.array(index, np.int64), randn(*sshape)], dtype=dtype,
-        torch_fn=torch_fn, layouts=[layout, "contiguous", layout],
+        torch_fn=torch_fn, layouts=[layout, "contiguous", layout], device=device,
     )  # fmt: skip
 
 
@@ -199,35 +208,42 @@ def test_index_add(shape, dim, index, alpha, layout, dtype):
     "vocab,dim,ids_shape", [(10, 4, (7,)), (10, 4, (2, 3)), (10, 4, ()), (10, 4, (0,)),
                             (50, 32, (8, 64)), (1, 3, (5,))],
 )  # fmt: skip
-def test_embedding(vocab, dim, ids_shape, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_embedding(vocab, dim, ids_shape, dtype, device):
     tol = {"atol": 0.1, "rtol": 0.05} if dtype in HALVES else {}
     check(
         lambda w, i: wb.embedding(w, i), [randn(vocab, dim), randint(vocab, *ids_shape)],
         dtype=dtype, torch_fn=lambda w, i: torch.nn.functional.embedding(i, w), **tol,
+        device=device,
     )  # fmt: skip
 
 
-def test_embedding_method_and_transposed_weight():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_embedding_method_and_transposed_weight(device):
     check(
         lambda w, i: w.embedding(i), [randn(6, 5), randint(6, 3, 4)],
         torch_fn=lambda w, i: torch.nn.functional.embedding(i, w), layouts=["transposed", "sliced"],
+        device=device,
     )  # fmt: skip
 
 
 # -- nonzero / masked_select -------------------------------------------------------------------
 @pytest.mark.parametrize("shape", [(6,), (3, 4), (2, 3, 4), (0, 3), ()])
-def test_nonzero(shape):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_nonzero(shape, device):
     a = RNG.integers(0, 2, shape).astype(np.float32)
-    out = wb.nonzero(wb.tensor(a))
-    assert out.dtype is wb.i64
+    out = wb.nonzero(wb.tensor(a, device=device))
+    assert out.dtype is wb.i64 and out.device == wb.Device(device)
     np.testing.assert_array_equal(out.numpy(), torch.nonzero(torch.tensor(a)).numpy())
 
 
-def test_masked_select_broadcasts():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_masked_select_broadcasts(device):
     mask = RNG.random((1, 5)) > 0.5
     check(
         lambda x, m: wb.masked_select(x, m), [randn(3, 5), mask],
         torch_fn=lambda x, m: torch.masked_select(x, m), layouts=["transposed", "contiguous"],
+        device=device,
     )  # fmt: skip
 
 
@@ -236,14 +252,16 @@ I = np.array  # numpy index arrays turn into index tensors on both sides
 
 
 def _keys(key, x_wb=None, x_t=None):
-    """The same key for workbench and torch (numpy arrays -> tensors; callables -> masks)."""
+    """The same key for workbench and torch (numpy arrays -> tensors on ``x_wb``'s device;
+    callables -> masks)."""
     if callable(key):
         return (key(x_wb) if x_wb is not None else None), (key(x_t) if x_t is not None else None)
+    device = "cpu" if x_wb is None else x_wb.device
     items = key if isinstance(key, tuple) else (key,)
     wb_items, t_items = [], []
     for k in items:
         if isinstance(k, np.ndarray):
-            wb_items.append(wb.tensor(k))
+            wb_items.append(wb.tensor(k, device=device))
             t_items.append(torch.tensor(k))
         else:
             wb_items.append(k)
@@ -292,7 +310,7 @@ GETITEM_CASES = [
 
 def _getitem_fns(key):
     def wb_fn(x):
-        return x[_keys(key, x_wb=x)[0]] if callable(key) else x[_keys(key)[0]]
+        return x[_keys(key, x_wb=x)[0]]
 
     def torch_fn(x):
         return x[_keys(key, x_t=x)[1]] if callable(key) else x[_keys(key)[1]]
@@ -303,21 +321,26 @@ def _getitem_fns(key):
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 @pytest.mark.parametrize("shape,key", GETITEM_CASES, ids=lambda v: repr(v)[:40])
-def test_getitem(shape, key, layout, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_getitem(shape, key, layout, dtype, device):
     wb_fn, torch_fn = _getitem_fns(key)
-    check(wb_fn, [randn(*shape)], dtype=dtype, torch_fn=torch_fn, layouts=[layout])
+    check(wb_fn, [randn(*shape)], dtype=dtype, torch_fn=torch_fn, layouts=[layout], device=device)
 
 
 def _mask_and_index(x):
     mask = x[:, 0, 0] > 0
-    idx = (wb.tensor if isinstance(x, wb.Tensor) else torch.tensor)(np.array([1, 2]))
+    if isinstance(x, wb.Tensor):
+        idx = wb.tensor(np.array([1, 2]), device=x.device)
+    else:
+        idx = torch.tensor(np.array([1, 2]))
     return x[mask, :, idx]
 
 
-def test_getitem_mask_with_index():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_getitem_mask_with_index(device):
     x = randn(4, 5, 6)
     x[:, 0, 0] = [1, -1, 2, -3]
-    check(_mask_and_index, [x])
+    check(_mask_and_index, [x], device=device)
 
 
 def test_getitem_lists_and_numpy_arrays():
@@ -331,9 +354,12 @@ def test_getitem_lists_and_numpy_arrays():
 
 
 @pytest.mark.parametrize("dtype", HALVES, ids=str)
-def test_getitem_half(dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_getitem_half(dtype, device):
     wb_fn, torch_fn = _getitem_fns((slice(None), I([3, 0, 3])))
-    check(wb_fn, [randn(4, 5)], dtype=dtype, torch_fn=torch_fn, layouts=["transposed"])
+    check(
+        wb_fn, [randn(4, 5)], dtype=dtype, torch_fn=torch_fn, layouts=["transposed"], device=device
+    )
 
 
 @pytest.mark.parametrize("key", [1, (slice(1, 3), None), (Ellipsis, slice(None, None, 2)), -1])
@@ -408,10 +434,13 @@ def _setitem_fns(key, scalar: bool):
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 @pytest.mark.parametrize("shape,key,vshape", SETITEM_CASES, ids=lambda v: repr(v)[:40])
-def test_setitem(shape, key, vshape, layout, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_setitem(shape, key, vshape, layout, dtype, device):
     wb_fn, torch_fn = _setitem_fns(key, vshape is None)
     inputs = [randn(*shape)] + ([] if vshape is None else [randn(*vshape)])
-    check(wb_fn, inputs, dtype=dtype, torch_fn=torch_fn, layouts=[layout] * len(inputs))
+    check(
+        wb_fn, inputs, dtype=dtype, torch_fn=torch_fn, layouts=[layout] * len(inputs), device=device
+    )
 
 
 def test_setitem_example_from_torch():
@@ -501,13 +530,20 @@ def test_saved_index_modified_in_place_raises():
 
 # -- users of indexing elsewhere ---------------------------------------------------------------
 @pytest.mark.parametrize("dims", [0, 1, (0, 1)])
-def test_flip_gradient(dims):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_flip_gradient(dims, device):
     check(lambda x: x.flip(dims), [randn(3, 4)], torch_fn=lambda x: x.flip(dims),
-          layouts=["transposed"])  # fmt: skip
+          layouts=["transposed"], device=device)  # fmt: skip
 
 
-def test_sort_gradient():
-    check(lambda x: wb.sort(x, 1)[0], [randn(3, 5)], torch_fn=lambda x: torch.sort(x, 1)[0])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_sort_gradient(device):
+    check(
+        lambda x: wb.sort(x, 1)[0],
+        [randn(3, 5)],
+        torch_fn=lambda x: torch.sort(x, 1)[0],
+        device=device,
+    )
 
 
 # -- errors ------------------------------------------------------------------------------------

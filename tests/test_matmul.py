@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from devices import OP_DEVICE_PARAMS
 from op_check import check
 
 import workbench as wb
@@ -34,8 +35,9 @@ SHAPES = [
 
 
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
-def test_matmul_shapes(shapes):
-    check(lambda a, b: a @ b, [uniform(shapes[0]), uniform(shapes[1], seed=1)])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_matmul_shapes(shapes, device):
+    check(lambda a, b: a @ b, [uniform(shapes[0]), uniform(shapes[1], seed=1)], device=device)
 
 
 @pytest.mark.parametrize(
@@ -50,20 +52,23 @@ def test_matmul_shapes(shapes):
     ids=str,
 )
 @pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5))], ids=str)
-def test_matmul_strided_operands(shapes, layouts):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_matmul_strided_operands(shapes, layouts, device):
     a, b = uniform(shapes[0]), uniform(shapes[1], seed=1)
     if layouts[0] == "broadcast":
         a = np.broadcast_to(a[:1], a.shape).copy()
-    check(wb.matmul, [a, b], torch_fn=torch.matmul, layouts=list(layouts))
+    check(wb.matmul, [a, b], torch_fn=torch.matmul, layouts=list(layouts), device=device)
 
 
 # f16/bf16 products are accumulated in f32 and rounded once in both libraries; the remaining
 # difference is the rounding of the inputs' gradients through a second product.
 @pytest.mark.parametrize("dtype", [wb.f64, wb.f16, wb.bf16], ids=str)
 @pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 8), (8, 5)), ((8,), (8,))], ids=str)
-def test_matmul_dtypes(shapes, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_matmul_dtypes(shapes, dtype, device):
     out = wb.matmul(
-        wb.tensor(uniform(shapes[0]), dtype=dtype), wb.tensor(uniform(shapes[1]), dtype=dtype)
+        wb.tensor(uniform(shapes[0]), dtype=dtype, device=device),
+        wb.tensor(uniform(shapes[1]), dtype=dtype, device=device),
     )
     assert out.dtype is dtype
     check(
@@ -71,17 +76,25 @@ def test_matmul_dtypes(shapes, dtype):
         [uniform(shapes[0]), uniform(shapes[1], seed=1)],
         dtype=dtype,
         torch_fn=torch.matmul,
+        device=device,
     )
 
 
-def test_matmul_bigger_f32():
-    check(wb.matmul, [uniform((2, 33, 70)), uniform((70, 17), seed=1)], torch_fn=torch.matmul)
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_matmul_bigger_f32(device):
+    check(
+        wb.matmul,
+        [uniform((2, 33, 70)), uniform((70, 17), seed=1)],
+        torch_fn=torch.matmul,
+        device=device,
+    )
 
 
-def test_matmul_integers():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_matmul_integers(device):
     a = np.random.default_rng(0).integers(-5, 5, (3, 4))
     b = np.random.default_rng(1).integers(-5, 5, (4, 2))
-    check(wb.matmul, [a, b], torch_fn=torch.matmul)
+    check(wb.matmul, [a, b], torch_fn=torch.matmul, device=device)
 
 
 def test_matmul_mixed_dtypes_promote():
@@ -91,18 +104,21 @@ def test_matmul_mixed_dtypes_promote():
     assert (a @ wb.tensor(np.ones((3, 1), dtype=np.int64))).dtype is wb.f32
 
 
-def test_matmul_gradient_when_one_side_is_constant():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_matmul_gradient_when_one_side_is_constant(device):
     check(
         wb.matmul,
         [uniform((3, 4)), uniform((4, 2), seed=1)],
         torch_fn=torch.matmul,
         grad_inputs=[1],
+        device=device,
     )
     check(
         wb.matmul,
         [uniform((4,)), uniform((2, 4, 2), seed=1)],
         torch_fn=torch.matmul,
         grad_inputs=[0],
+        device=device,
     )
 
 

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from devices import OP_DEVICE_PARAMS
 from op_check import check
 
 import workbench as wb
@@ -106,7 +107,8 @@ def half_tolerances(name: str, dtype: wb.DType) -> dict:
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("name", UNARY)
-def test_unary_dtypes(name, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_unary_dtypes(name, dtype, device):
     fn, torch_fn, _ = UNARY[name]
     check(
         fn,
@@ -114,25 +116,29 @@ def test_unary_dtypes(name, dtype):
         dtype=dtype,
         torch_fn=torch_fn,
         **half_tolerances(name, dtype),
+        device=device,
     )
 
 
 @pytest.mark.parametrize("layout", ("transposed", "sliced"))
 @pytest.mark.parametrize("name", UNARY)
-def test_unary_layouts(name, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_unary_layouts(name, layout, device):
     fn, torch_fn, _ = UNARY[name]
-    check(fn, [unary_input(name, (4, 3, 2))], torch_fn=torch_fn, layouts=[layout])
+    check(fn, [unary_input(name, (4, 3, 2))], torch_fn=torch_fn, layouts=[layout], device=device)
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (0,), (2, 0, 3), (1, 1, 4)], ids=str)
 @pytest.mark.parametrize("name", ["exp", "log", "gelu", "relu", "clamp", "powf", "elu", "affine"])
-def test_unary_odd_shapes(name, shape):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_unary_odd_shapes(name, shape, device):
     fn, torch_fn, _ = UNARY[name]
-    check(fn, [unary_input(name, shape)], torch_fn=torch_fn)
+    check(fn, [unary_input(name, shape)], torch_fn=torch_fn, device=device)
 
 
-def test_unary_broadcast_input_gradient_sums_into_the_source():
-    check(wb.exp, [np.full((3, 4), 0.5)], torch_fn=torch.exp, layouts=["broadcast"])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_unary_broadcast_input_gradient_sums_into_the_source(device):
+    check(wb.exp, [np.full((3, 4), 0.5)], torch_fn=torch.exp, layouts=["broadcast"], device=device)
 
 
 # Integer inputs: ops that keep the dtype stay integer; float maths promotes to f32, as PyTorch.
@@ -155,25 +161,30 @@ INT_UNARY = [
 
 @pytest.mark.parametrize("np_dtype", [np.int64, np.int32, np.int16], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("name", INT_UNARY)
-def test_unary_integers(name, np_dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_unary_integers(name, np_dtype, device):
     fn, torch_fn, _ = UNARY[name]
     x = np.random.default_rng(0).integers(0 if name in ("sqrt", "log1p") else -5, 6, (3, 4))
     x = x.astype(np_dtype)
-    out = fn(wb.tensor(x))
+    out = fn(wb.tensor(x, device=device))
     expected = torch_fn(torch.tensor(x))
     assert out.dtype.torch_name == str(expected.dtype).removeprefix("torch.")
-    check(fn, [x], torch_fn=torch_fn)
+    check(fn, [x], torch_fn=torch_fn, device=device)
 
 
 @pytest.mark.parametrize("name", ["abs", "sign", "relu", "sqr"])
-def test_unary_uint8(name):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_unary_uint8(name, device):
     fn, torch_fn, _ = UNARY[name]
-    check(fn, [np.array([[0, 1, 7], [200, 255, 3]], dtype=np.uint8)], torch_fn=torch_fn)
+    check(
+        fn, [np.array([[0, 1, 7], [200, 255, 3]], dtype=np.uint8)], torch_fn=torch_fn, device=device
+    )
 
 
-def test_round_is_half_to_even():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_round_is_half_to_even(device):
     x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5])
-    check(wb.round, [x], torch_fn=torch.round)
+    check(wb.round, [x], torch_fn=torch.round, device=device)
 
 
 def test_gelu_approximations_differ():
@@ -182,26 +193,29 @@ def test_gelu_approximations_differ():
 
 
 @pytest.mark.parametrize("name", ["relu", "abs", "clamp", "sign"])
-def test_unary_gradient_at_kinks_matches_torch(name):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_unary_gradient_at_kinks_matches_torch(name, device):
     """Subgradient choices at 0 and at the clamp bounds (relu'(0) = 0, |x|'(0) = 0...)."""
     fn, torch_fn, _ = UNARY[name]
-    check(fn, [np.array([-1.0, -0.5, 0.0, 1.0, 0.5, 2.0])], torch_fn=torch_fn)
+    check(fn, [np.array([-1.0, -0.5, 0.0, 1.0, 0.5, 2.0])], torch_fn=torch_fn, device=device)
 
 
-def test_special_values_propagate():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_special_values_propagate(device):
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0])
     for name in ("exp", "tanh", "sigmoid", "abs", "neg", "relu", "floor", "gelu_erf", "clamp"):
         fn, torch_fn, _ = UNARY[name]
-        check(fn, [x], torch_fn=torch_fn, grad=False)
+        check(fn, [x], torch_fn=torch_fn, grad=False, device=device)
 
 
-def test_sign_of_nan_is_nan():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_sign_of_nan_is_nan(device):
     """Documented difference: PyTorch's sign(NaN) is 0; workbench keeps NaN (as numpy, JAX and
     MLX do), so a NaN is never silently turned into a number."""
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -2.0])
-    out = wb.sign(wb.tensor(x)).numpy()
+    out = wb.sign(wb.tensor(x, device=device)).numpy()
     assert np.isnan(out[0])
-    check(wb.sign, [x[1:]], torch_fn=torch.sign, grad=False)
+    check(wb.sign, [x[1:]], torch_fn=torch.sign, grad=False, device=device)
 
 
 # -- binary ----------------------------------------------------------------------------------
@@ -254,14 +268,22 @@ BROADCAST_SHAPES = [
 
 @pytest.mark.parametrize("shapes", BROADCAST_SHAPES, ids=str)
 @pytest.mark.parametrize("name", BINARY)
-def test_binary_broadcast(name, shapes):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_binary_broadcast(name, shapes, device):
     fn, torch_fn = BINARY[name]
-    check(fn, binary_inputs(name, *shapes), torch_fn=torch_fn, grad=name not in NO_TORCH_GRAD)
+    check(
+        fn,
+        binary_inputs(name, *shapes),
+        torch_fn=torch_fn,
+        grad=name not in NO_TORCH_GRAD,
+        device=device,
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("name", BINARY)
-def test_binary_dtypes(name, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_binary_dtypes(name, dtype, device):
     fn, torch_fn = BINARY[name]
     tol = {}
     if dtype in (wb.f16, wb.bf16) and name in ("pow", "atan2", "div"):
@@ -273,7 +295,14 @@ def test_binary_dtypes(name, dtype):
         # whose quotients stay away from integers.
         a = np.array([[0.3, -1.7, 2.2], [5.5, -3.1, 0.9]])
         b = np.array([[0.7, 0.6, -0.8], [1.6, 1.2, -0.5]])
-        check(fn, [a, b], dtype=dtype, torch_fn=torch_fn, grad=name not in NO_TORCH_GRAD)
+        check(
+            fn,
+            [a, b],
+            dtype=dtype,
+            torch_fn=torch_fn,
+            grad=name not in NO_TORCH_GRAD,
+            device=device,
+        )
         return
     check(
         fn,
@@ -282,6 +311,7 @@ def test_binary_dtypes(name, dtype):
         torch_fn=torch_fn,
         grad=name not in NO_TORCH_GRAD,
         **tol,
+        device=device,
     )
 
 
@@ -291,18 +321,27 @@ def test_binary_dtypes(name, dtype):
     ids=str,
 )
 @pytest.mark.parametrize("name", BINARY)
-def test_binary_layouts(name, layouts):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_binary_layouts(name, layouts, device):
     fn, torch_fn = BINARY[name]
     inputs = binary_inputs(name, (3, 4), (3, 4))
     if layouts[0] == "broadcast":
         inputs[0] = np.broadcast_to(inputs[0][:1], (3, 4)).copy()
-    check(fn, inputs, torch_fn=torch_fn, layouts=list(layouts), grad=name not in NO_TORCH_GRAD)
+    check(
+        fn,
+        inputs,
+        torch_fn=torch_fn,
+        layouts=list(layouts),
+        grad=name not in NO_TORCH_GRAD,
+        device=device,
+    )
 
 
 @pytest.mark.parametrize("scalar", [2.5, -1.5, 3, True], ids=repr)
 @pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("name", OPERATORS)
-def test_binary_scalar_operands(name, side, scalar):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_binary_scalar_operands(name, side, scalar, device):
     if name in ("floor_div", "remainder", "div") and side == "left":
         x = away_from_zero((3, 4), 0.4, 2.0)
     elif name == "pow":
@@ -317,12 +356,13 @@ def test_binary_scalar_operands(name, side, scalar):
     fn = (lambda t: op(t, scalar)) if side == "right" else (lambda t: op(scalar, t))
     # PyTorch has no derivative for scalar % tensor; test_remainder_gradients covers it.
     torch_grad = name not in NO_TORCH_GRAD and not (name == "remainder" and side == "left")
-    check(fn, [x], grad=torch_grad)
+    check(fn, [x], grad=torch_grad, device=device)
 
 
 @pytest.mark.parametrize("scalar", [2.5, 3, True], ids=repr)
 @pytest.mark.parametrize("name", ["maximum", "minimum", "atan2"])
-def test_binary_fn_scalar_operands(name, scalar):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_binary_fn_scalar_operands(name, scalar, device):
     fn, torch_fn = BINARY[name]
     x = uniform((3, 4), -3, 3)
     # torch's maximum/minimum/atan2 take tensors only: the scalar goes in as a 0-d tensor of x's
@@ -331,46 +371,53 @@ def test_binary_fn_scalar_operands(name, scalar):
         lambda t: fn(t, scalar),
         [x],
         torch_fn=lambda t: torch_fn(t, torch.tensor(scalar, dtype=t.dtype)),
+        device=device,
     )
     check(
         lambda t: fn(scalar, t),
         [x],
         torch_fn=lambda t: torch_fn(torch.tensor(scalar, dtype=t.dtype), t),
+        device=device,
     )
 
 
-def test_maximum_minimum_ties_split_the_gradient():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_maximum_minimum_ties_split_the_gradient(device):
     a = np.array([1.0, 2.0, 3.0, -1.0])
     b = np.array([1.0, 1.0, 3.0, 0.0])
-    check(wb.maximum, [a, b], torch_fn=torch.maximum)
-    check(wb.minimum, [a, b], torch_fn=torch.minimum)
+    check(wb.maximum, [a, b], torch_fn=torch.maximum, device=device)
+    check(wb.minimum, [a, b], torch_fn=torch.minimum, device=device)
 
 
-def test_pow_with_zero_base_has_a_finite_exponent_gradient():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_pow_with_zero_base_has_a_finite_exponent_gradient(device):
     a = np.array([0.0, 0.5, 2.0])
     b = np.array([2.0, 3.0, 0.5])
-    check(wb.pow, [a, b], torch_fn=torch.pow)
+    check(wb.pow, [a, b], torch_fn=torch.pow, device=device)
 
 
-def test_remainder_gradients():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_remainder_gradients(device):
     """d(a % b)/da = 1, d(a % b)/db = -floor(a / b); PyTorch has the tensor-tensor case only,
     so the scalar-first case is compared with that formula."""
     a, b = uniform((3, 4), -3, 3), away_from_zero((3, 4), 0.4, 2.0, seed=1)
-    check(wb.remainder, [a, b], torch_fn=torch.remainder)
-    x = wb.tensor(b, requires_grad=True)
+    check(wb.remainder, [a, b], torch_fn=torch.remainder, device=device)
+    x = wb.tensor(b, requires_grad=True, device=device)
     grads = (2.5 % x).sum().backward()
     np.testing.assert_allclose(grads[x].numpy(), -np.floor(2.5 / b.astype(np.float32)), rtol=1e-6)
 
 
-def test_remainder_follows_the_sign_of_the_divisor():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_remainder_follows_the_sign_of_the_divisor(device):
     a = np.array([5.0, -5.0, 5.0, -5.0, 0.0])
     b = np.array([3.0, 3.0, -3.0, -3.0, 2.0])
-    check(wb.remainder, [a, b], torch_fn=torch.remainder, grad=False)
+    check(wb.remainder, [a, b], torch_fn=torch.remainder, grad=False, device=device)
     check(
         wb.floor_div,
         [a, b],
         torch_fn=lambda x, y: torch.div(x, y, rounding_mode="floor"),
         grad=False,
+        device=device,
     )
 
 
@@ -381,7 +428,8 @@ INT_DTYPES = (np.int64, np.int32, np.int16, np.uint8)
 @pytest.mark.parametrize(
     "name", ["add", "sub", "mul", "div", "maximum", "minimum", "floor_div", "remainder"]
 )
-def test_binary_integers(name, np_dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_binary_integers(name, np_dtype, device):
     fn, torch_fn = BINARY[name]
     rng = np.random.default_rng(0)
     low = 0 if np_dtype is np.uint8 else -9
@@ -389,42 +437,45 @@ def test_binary_integers(name, np_dtype):
     b = rng.integers(1, 5, (4,)).astype(np_dtype)
     if np_dtype is np.uint8 and name == "sub":
         a = a + 5  # no wrap-around in the comparison (both libraries wrap alike, numpy warns)
-    out = fn(wb.tensor(a), wb.tensor(b))
+    out = fn(wb.tensor(a, device=device), wb.tensor(b, device=device))
     expected = torch_fn(torch.tensor(a), torch.tensor(b))
     assert out.dtype.torch_name == str(expected.dtype).removeprefix("torch.")
-    check(fn, [a, b], torch_fn=torch_fn)
+    check(fn, [a, b], torch_fn=torch_fn, device=device)
 
 
 @pytest.mark.parametrize("scalar", [2, -3, 2.5], ids=repr)
 @pytest.mark.parametrize("name", ["add", "mul", "div", "floor_div", "remainder", "pow"])
-def test_integer_tensor_with_scalar(name, scalar):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_integer_tensor_with_scalar(name, scalar, device):
     """An int tensor with an int scalar stays int; with a float scalar it becomes f32."""
     op = OPERATORS[name]
     a = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32)
     if name == "pow" and isinstance(scalar, int) and scalar < 0:
         pytest.skip("integers to negative integer powers are an error in PyTorch")
-    out = op(wb.tensor(a), scalar)
+    out = op(wb.tensor(a, device=device), scalar)
     expected = op(torch.tensor(a), scalar)
     assert out.dtype.torch_name == str(expected.dtype).removeprefix("torch.")
-    check(lambda t: op(t, scalar), [a])
+    check(lambda t: op(t, scalar), [a], device=device)
 
 
-def test_integer_true_division_gives_float():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_integer_true_division_gives_float(device):
     a = np.array([1, 2, 7], dtype=np.int64)
     b = np.array([2, 4, 2], dtype=np.int64)
-    assert (wb.tensor(a) / wb.tensor(b)).dtype is wb.f32
-    assert (wb.tensor(a) / 2).dtype is wb.f32
-    assert (2 / wb.tensor(b)).dtype is wb.f32
-    check(lambda x, y: x / y, [a, b])
+    assert (wb.tensor(a, device=device) / wb.tensor(b, device=device)).dtype is wb.f32
+    assert (wb.tensor(a, device=device) / 2).dtype is wb.f32
+    assert (2 / wb.tensor(b, device=device)).dtype is wb.f32
+    check(lambda x, y: x / y, [a, b], device=device)
 
 
-def test_bool_arithmetic():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_bool_arithmetic(device):
     a = np.array([True, False, True])
     b = np.array([True, True, False])
-    check(lambda x, y: x + y, [a, b])  # bool + bool is logical or, as PyTorch
-    check(lambda x, y: x * y, [a, b])
-    check(lambda x: x + 1, [a])
-    check(lambda x: x * 2.5, [a])
+    check(lambda x, y: x + y, [a, b], device=device)  # bool + bool is logical or, as PyTorch
+    check(lambda x, y: x * y, [a, b], device=device)
+    check(lambda x: x + 1, [a], device=device)
+    check(lambda x: x * 2.5, [a], device=device)
 
 
 # -- comparisons, where, masked_fill, logical ------------------------------------------------
@@ -453,38 +504,48 @@ CMP_DTYPES = (np.float32, np.float64, np.int64, np.int32, np.uint8, np.bool_)
 
 @pytest.mark.parametrize("np_dtype", CMP_DTYPES, ids=lambda d: d.__name__)
 @pytest.mark.parametrize("name", COMPARISONS)
-def test_comparisons(name, np_dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_comparisons(name, np_dtype, device):
     op = COMPARISONS[name]
     for shapes in [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1), (1, 3)), ((0, 2), (2,))]:
         a, b = comparison_inputs(np_dtype, *shapes)
-        out = op(wb.tensor(a), wb.tensor(b))
+        out = op(wb.tensor(a, device=device), wb.tensor(b, device=device))
         assert out.dtype is wb.bool
-        check(op, [a, b], grad=False)
+        check(op, [a, b], grad=False, device=device)
     a, _ = comparison_inputs(np_dtype, (3, 4), ())
-    check(lambda x: op(x, 1), [a], grad=False)
-    check(lambda x: op(x, 0.5), [a], grad=False)
-    check(lambda x: op(x, 1), [a], layouts=["transposed"], grad=False)
+    check(lambda x: op(x, 1), [a], grad=False, device=device)
+    check(lambda x: op(x, 0.5), [a], grad=False, device=device)
+    check(lambda x: op(x, 1), [a], layouts=["transposed"], grad=False, device=device)
 
 
 @pytest.mark.parametrize("name", COMPARISONS)
-def test_comparisons_with_mixed_dtypes_and_nan(name):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_comparisons_with_mixed_dtypes_and_nan(name, device):
     op = COMPARISONS[name]
     a = np.array([1.0, np.nan, 2.0, -1.0], dtype=np.float32)
     b = np.array([1, 1, 3, -1], dtype=np.int64)
-    check(op, [a, b], grad=False)
-    check(lambda x: op(x, math.nan), [a], grad=False)
+    check(op, [a, b], grad=False, device=device)
+    check(lambda x: op(x, math.nan), [a], grad=False, device=device)
 
 
 @pytest.mark.parametrize(
     "layouts", [("contiguous",) * 3, ("transposed", "sliced", "broadcast")], ids=str
 )
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_where(dtype, layouts):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_where(dtype, layouts, device):
     rng = np.random.default_rng(0)
     cond = rng.random((3, 4)) > 0.5
     x = uniform((3, 4))
     y = np.full((3, 4), 0.25)
-    check(wb.where, [cond, x, y], dtype=dtype, torch_fn=torch.where, layouts=list(layouts))
+    check(
+        wb.where,
+        [cond, x, y],
+        dtype=dtype,
+        torch_fn=torch.where,
+        layouts=list(layouts),
+        device=device,
+    )
 
 
 @pytest.mark.parametrize(
@@ -492,44 +553,57 @@ def test_where(dtype, layouts):
     [((3, 4), (4,), (3, 1)), ((3, 1), (1, 4), ()), ((4,), (3, 4), (3, 4)), ((0, 4), (4,), (1,))],
     ids=str,
 )
-def test_where_broadcasts(shapes):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_where_broadcasts(shapes, device):
     rng = np.random.default_rng(1)
     cond = rng.random(shapes[0]) > 0.5
-    check(wb.where, [cond, uniform(shapes[1]), uniform(shapes[2], seed=2)], torch_fn=torch.where)
+    check(
+        wb.where,
+        [cond, uniform(shapes[1]), uniform(shapes[2], seed=2)],
+        torch_fn=torch.where,
+        device=device,
+    )
 
 
-def test_where_with_scalars_and_non_bool_condition():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_where_with_scalars_and_non_bool_condition(device):
     x = uniform((3, 4))
     cond = np.array([[1, 0, 2, 0]] * 3, dtype=np.int64)
     check(
         lambda c, t: wb.where(c, t, 0.0),
         [cond, x],
         torch_fn=lambda c, t: torch.where(c != 0, t, 0.0),
+        device=device,
     )
     check(
         lambda c, t: wb.where(c, -1.5, t),
         [cond, x],
         torch_fn=lambda c, t: torch.where(c != 0, -1.5, t),
+        device=device,
     )
-    out = wb.where(wb.tensor([True, False]), 1, 2)
+    out = wb.where(wb.tensor([True, False], device=device), 1, 2)
     assert out.dtype is wb.i64 and out.tolist() == [1, 2]
-    i32 = wb.tensor([1, 2], dtype=wb.i32)
-    assert wb.where(wb.tensor([True, False]), i32, 0.5).dtype is wb.f32
+    i32 = wb.tensor([1, 2], dtype=wb.i32, device=device)
+    assert wb.where(wb.tensor([True, False], device=device), i32, 0.5).dtype is wb.f32
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("value", [0.0, -math.inf, 7.5], ids=repr)
-def test_masked_fill(dtype, value):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_masked_fill(dtype, value, device):
     rng = np.random.default_rng(0)
     mask = rng.random((3, 4)) > 0.5
-    check(lambda m, x: x.masked_fill(m, value), [mask, uniform((3, 4))], dtype=dtype)
-    check(lambda m, x: x.masked_fill(m, value), [mask[0], uniform((3, 4))], dtype=dtype)
+    check(lambda m, x: x.masked_fill(m, value), [mask, uniform((3, 4))], dtype=dtype, device=device)
+    check(
+        lambda m, x: x.masked_fill(m, value), [mask[0], uniform((3, 4))], dtype=dtype, device=device
+    )
 
 
-def test_masked_fill_integer_tensor():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_masked_fill_integer_tensor(device):
     x = np.arange(6, dtype=np.int64).reshape(2, 3)
     mask = np.array([True, False, True])
-    check(lambda m, t: t.masked_fill(m, -1), [mask, x])
+    check(lambda m, t: t.masked_fill(m, -1), [mask, x], device=device)
 
 
 LOGICAL = {
@@ -541,28 +615,41 @@ LOGICAL = {
 
 @pytest.mark.parametrize("np_dtype", (np.bool_, np.float32, np.int64), ids=lambda d: d.__name__)
 @pytest.mark.parametrize("name", LOGICAL)
-def test_logical(name, np_dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_logical(name, np_dtype, device):
     fn, torch_fn = LOGICAL[name]
     a, b = comparison_inputs(np_dtype, (3, 4), (4,))
-    out = fn(wb.tensor(a), wb.tensor(b))
+    out = fn(wb.tensor(a, device=device), wb.tensor(b, device=device))
     assert out.dtype is wb.bool
-    check(fn, [a, b], torch_fn=torch_fn, grad=False)
+    check(fn, [a, b], torch_fn=torch_fn, grad=False, device=device)
     check(
-        lambda x: fn(x, True), [a], torch_fn=lambda x: torch_fn(x, torch.tensor(True)), grad=False
+        lambda x: fn(x, True),
+        [a],
+        torch_fn=lambda x: torch_fn(x, torch.tensor(True)),
+        grad=False,
+        device=device,
     )
 
 
-def test_logical_not_and_operators():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_logical_not_and_operators(device):
     a = np.array([True, False, True])
     b = np.array([True, True, False])
-    check(lambda x: ~x, [a], grad=False)
-    check(lambda x, y: x & y, [a, b], grad=False)
-    check(lambda x, y: x | y, [a, b], grad=False)
-    check(lambda x, y: x ^ y, [a, b], grad=False)
-    check(wb.logical_not, [np.array([0.0, 1.5, -2.0])], torch_fn=torch.logical_not, grad=False)
+    check(lambda x: ~x, [a], grad=False, device=device)
+    check(lambda x, y: x & y, [a, b], grad=False, device=device)
+    check(lambda x, y: x | y, [a, b], grad=False, device=device)
+    check(lambda x, y: x ^ y, [a, b], grad=False, device=device)
+    check(
+        wb.logical_not,
+        [np.array([0.0, 1.5, -2.0])],
+        torch_fn=torch.logical_not,
+        grad=False,
+        device=device,
+    )
 
 
-def test_isnan_isinf_isfinite():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_isnan_isinf_isfinite(device):
     x = np.array([1.0, np.nan, np.inf, -np.inf, 0.0])
     for fn, torch_fn in (
         (wb.isnan, torch.isnan),
@@ -570,7 +657,7 @@ def test_isnan_isinf_isfinite():
         (wb.isfinite, torch.isfinite),
     ):
         for dtype in FLOATS:
-            check(fn, [x], dtype=dtype, torch_fn=torch_fn, grad=False)
+            check(fn, [x], dtype=dtype, torch_fn=torch_fn, grad=False, device=device)
 
 
 # -- in-place --------------------------------------------------------------------------------
@@ -615,16 +702,20 @@ def _inplace_grad_inputs(name: str):
 
 @pytest.mark.parametrize("shape_y", [(3, 4), (4,), (1, 1)], ids=str)
 @pytest.mark.parametrize("name", INPLACE)
-def test_inplace_tensor_operand(name, shape_y):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_inplace_tensor_operand(name, shape_y, device):
     y = away_from_zero(shape_y, seed=3)
-    check(INPLACE[name], [uniform((3, 4)), y], grad_inputs=_inplace_grad_inputs(name))
+    check(
+        INPLACE[name], [uniform((3, 4)), y], grad_inputs=_inplace_grad_inputs(name), device=device
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("name", ["add_", "mul_", "div_", "copy_", "iadd"])
-def test_inplace_dtypes(name, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_inplace_dtypes(name, dtype, device):
     inputs = [uniform((3, 4)), away_from_zero((3, 4), seed=3)]
-    check(INPLACE[name], inputs, dtype=dtype, grad_inputs=_inplace_grad_inputs(name))
+    check(INPLACE[name], inputs, dtype=dtype, grad_inputs=_inplace_grad_inputs(name), device=device)
 
 
 def test_copy_replaces_the_graph():
@@ -638,18 +729,21 @@ def test_copy_replaces_the_graph():
 
 
 @pytest.mark.parametrize("name", ["add_", "sub_", "mul_", "div_", "iadd", "imul"])
-def test_inplace_scalar_operand(name):
-    check(lambda x: INPLACE[name](x, 1.5), [uniform((3, 4))])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_inplace_scalar_operand(name, device):
+    check(lambda x: INPLACE[name](x, 1.5), [uniform((3, 4))], device=device)
 
 
 @pytest.mark.parametrize("bounds", [(-0.5, 0.5), (None, 0.0), (0.0, None)], ids=str)
-def test_clamp_inplace(bounds):
-    check(lambda x: _fresh(x).clamp_(*bounds), [uniform((3, 4))])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_clamp_inplace(bounds, device):
+    check(lambda x: _fresh(x).clamp_(*bounds), [uniform((3, 4))], device=device)
 
 
-def test_fill_and_zero_cut_the_graph():
-    check(lambda x: _fresh(x).fill_(2.5) * x, [uniform((3, 4))])
-    check(lambda x: _fresh(x).zero_() + x, [uniform((3, 4))])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_fill_and_zero_cut_the_graph(device):
+    check(lambda x: _fresh(x).fill_(2.5) * x, [uniform((3, 4))], device=device)
+    check(lambda x: _fresh(x).zero_() + x, [uniform((3, 4))], device=device)
 
 
 def test_inplace_on_a_strided_view_without_grad():

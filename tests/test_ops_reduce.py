@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from devices import OP_DEVICE_PARAMS
 from op_check import check
 
 import workbench as wb
@@ -77,12 +78,14 @@ DIMS = [None, 0, -1, 1, (0, 2), (2, 0), (-1, 1), (0, 1, 2)]
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("dim", DIMS, ids=str)
 @pytest.mark.parametrize("name", REDUCTIONS)
-def test_reductions_dims(name, dim, keepdim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_reductions_dims(name, dim, keepdim, device):
     fn, torch_fn, make = REDUCTIONS[name]
     check(
         lambda x: fn(x, dim, keepdim),
         [make((3, 4, 5))],
         torch_fn=lambda x: torch_fn(x, dim, keepdim),
+        device=device,
     )
 
 
@@ -94,7 +97,8 @@ HALF_TOL = {"var": 3e-2, "var_c0": 3e-2, "std": 3e-2, "std_c0": 3e-2, "norm3": 3
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("dim", [1, None], ids=str)
 @pytest.mark.parametrize("name", REDUCTIONS)
-def test_reductions_dtypes(name, dim, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_reductions_dtypes(name, dim, dtype, device):
     fn, torch_fn, make = REDUCTIONS[name]
     tol = {}
     if dtype in (wb.f16, wb.bf16) and name in HALF_TOL:
@@ -106,24 +110,28 @@ def test_reductions_dtypes(name, dim, dtype):
         dtype=dtype,
         torch_fn=lambda x: torch_fn(x, dim, False),
         **tol,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("dim", [0, (0, 2), None], ids=str)
 @pytest.mark.parametrize("layout", ["transposed", "sliced"])
 @pytest.mark.parametrize("name", REDUCTIONS)
-def test_reductions_layouts(name, layout, dim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_reductions_layouts(name, layout, dim, device):
     fn, torch_fn, make = REDUCTIONS[name]
     check(
         lambda x: fn(x, dim, True),
         [make((3, 4, 5))],
         layouts=[layout],
         torch_fn=lambda x: torch_fn(x, dim, True),
+        device=device,
     )
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "var", "logsumexp", "prod", "norm2"])
-def test_reductions_of_broadcast_and_size_one(name):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_reductions_of_broadcast_and_size_one(name, device):
     fn, torch_fn, make = REDUCTIONS[name]
     x = np.broadcast_to(make((1, 5)), (3, 5)).copy()
     check(
@@ -131,41 +139,75 @@ def test_reductions_of_broadcast_and_size_one(name):
         [x],
         layouts=["broadcast"],
         torch_fn=lambda t: torch_fn(t, 1, False),
+        device=device,
     )
-    check(lambda t: fn(t, 0, True), [make((1, 5))], torch_fn=lambda t: torch_fn(t, 0, True))
-    check(lambda t: fn(t, None, False), [make(())], torch_fn=lambda t: torch_fn(t, None, False))
+    check(
+        lambda t: fn(t, 0, True),
+        [make((1, 5))],
+        torch_fn=lambda t: torch_fn(t, 0, True),
+        device=device,
+    )
+    check(
+        lambda t: fn(t, None, False),
+        [make(())],
+        torch_fn=lambda t: torch_fn(t, None, False),
+        device=device,
+    )
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "logsumexp"])
-def test_reductions_over_empty_dims(name):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_reductions_over_empty_dims(name, device):
     """sum → 0, prod → 1, mean → NaN, logsumexp → -inf over zero elements, as PyTorch."""
     fn, torch_fn, _ = REDUCTIONS[name]
     x = np.zeros((0, 4))
-    check(lambda t: fn(t, 0, False), [x], torch_fn=lambda t: torch_fn(t, 0, False))
-    check(lambda t: fn(t, 1, True), [x], torch_fn=lambda t: torch_fn(t, 1, True))
+    check(lambda t: fn(t, 0, False), [x], torch_fn=lambda t: torch_fn(t, 0, False), device=device)
+    check(lambda t: fn(t, 1, True), [x], torch_fn=lambda t: torch_fn(t, 1, True), device=device)
 
 
 @pytest.mark.parametrize("dim", [None, 0, 1], ids=str)
-def test_max_min_ties_share_the_gradient(dim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_max_min_ties_share_the_gradient(dim, device):
     x = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-1.0, 5.0, -1.0, 0.0]])
-    check(lambda t: wb.max(t, dim), [x], torch_fn=lambda t: torch.amax(t, _all_dims(t, dim)))
-    check(lambda t: wb.min(t, dim), [x], torch_fn=lambda t: torch.amin(t, _all_dims(t, dim)))
+    check(
+        lambda t: wb.max(t, dim),
+        [x],
+        torch_fn=lambda t: torch.amax(t, _all_dims(t, dim)),
+        device=device,
+    )
+    check(
+        lambda t: wb.min(t, dim),
+        [x],
+        torch_fn=lambda t: torch.amin(t, _all_dims(t, dim)),
+        device=device,
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)], ids=str)
-def test_prod_with_zeros(dim, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_prod_with_zeros(dim, dtype, device):
     """The gradient with zeros is the product of the other elements (not prod / x)."""
     x = np.array([[0.0, 2.0, 3.0, 1.5], [1.0, 0.0, 0.0, 2.0], [0.5, -1.0, 2.0, 4.0]])
     check(
-        lambda t: wb.prod(t, dim), [x], dtype=dtype, torch_fn=lambda t: _torch_prod(t, dim, False)
+        lambda t: wb.prod(t, dim),
+        [x],
+        dtype=dtype,
+        torch_fn=lambda t: _torch_prod(t, dim, False),
+        device=device,
     )
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, math.inf])
-def test_norm_of_zeros_has_a_zero_gradient(p):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_norm_of_zeros_has_a_zero_gradient(p, device):
     """PyTorch defines the p-norm's gradient at 0 as 0 (not 0/0)."""
-    check(lambda t: wb.norm(t, p), [np.zeros(4)], torch_fn=lambda t: torch.linalg.vector_norm(t, p))
+    check(
+        lambda t: wb.norm(t, p),
+        [np.zeros(4)],
+        torch_fn=lambda t: torch.linalg.vector_norm(t, p),
+        device=device,
+    )
 
 
 INT_REDUCTIONS = {
@@ -186,7 +228,8 @@ INT_REDUCTIONS = {
 )
 @pytest.mark.parametrize("dim_keepdim", [(1, False), (0, True)], ids=str)
 @pytest.mark.parametrize("name", INT_REDUCTIONS)
-def test_integer_and_bool_reductions(name, np_dtype, dim_keepdim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_integer_and_bool_reductions(name, np_dtype, dim_keepdim, device):
     """Sums, products and cumsums of ints and bools are i64, as PyTorch."""
     fn, torch_fn = INT_REDUCTIONS[name]
     if np_dtype is np.bool_ and name in ("max", "min", "argmax", "argmin", "prod"):
@@ -194,17 +237,25 @@ def test_integer_and_bool_reductions(name, np_dtype, dim_keepdim):
     rng = np.random.default_rng(0)
     x = rng.integers(0 if np_dtype in (np.uint8, np.bool_) else -3, 4, (3, 4)).astype(np_dtype)
     dim, keepdim = dim_keepdim
-    out = fn(wb.tensor(x), dim, keepdim)
+    out = fn(wb.tensor(x, device=device), dim, keepdim)
     expected = torch_fn(torch.tensor(x), dim, keepdim)
     if name in ("any", "all"):
         # PyTorch keeps uint8 for any/all of uint8 (a legacy rule); workbench always answers bool.
         assert out.dtype is wb.bool
         check(
-            lambda t: fn(t, dim, keepdim), [x], torch_fn=lambda t: torch_fn(t, dim, keepdim).bool()
+            lambda t: fn(t, dim, keepdim),
+            [x],
+            torch_fn=lambda t: torch_fn(t, dim, keepdim).bool(),
+            device=device,
         )
         return
     assert out.dtype.torch_name == str(expected.dtype).removeprefix("torch.")
-    check(lambda t: fn(t, dim, keepdim), [x], torch_fn=lambda t: torch_fn(t, dim, keepdim))
+    check(
+        lambda t: fn(t, dim, keepdim),
+        [x],
+        torch_fn=lambda t: torch_fn(t, dim, keepdim),
+        device=device,
+    )
 
 
 ARG = {"argmax": (wb.argmax, torch.argmax), "argmin": (wb.argmin, torch.argmin)}
@@ -215,7 +266,8 @@ ARG = {"argmax": (wb.argmax, torch.argmax), "argmin": (wb.argmin, torch.argmin)}
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("name", ARG)
-def test_argmax_argmin(name, dtype, layout, dim, keepdim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_argmax_argmin(name, dtype, layout, dim, keepdim, device):
     fn, torch_fn = ARG[name]
     check(
         lambda t: fn(t, dim, keepdim),
@@ -223,21 +275,24 @@ def test_argmax_argmin(name, dtype, layout, dim, keepdim):
         dtype=dtype,
         layouts=[layout],
         torch_fn=lambda t: torch_fn(t, dim, keepdim),
+        device=device,
     )
 
 
 @pytest.mark.parametrize("dim", [None, 0, 1], ids=str)
 @pytest.mark.parametrize("name", ARG)
-def test_argmax_argmin_pick_the_first_tie(name, dim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_argmax_argmin_pick_the_first_tie(name, dim, device):
     fn, torch_fn = ARG[name]
     x = np.array([[1.0, 3.0, 3.0, 1.0], [2.0, 2.0, 2.0, 2.0]])
-    check(lambda t: fn(t, dim), [x], torch_fn=lambda t: torch_fn(t, dim))
+    check(lambda t: fn(t, dim), [x], torch_fn=lambda t: torch_fn(t, dim), device=device)
 
 
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)], ids=str)
 @pytest.mark.parametrize("name", ["any", "all"])
-def test_any_all(name, dim, keepdim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_any_all(name, dim, keepdim, device):
     fn, torch_fn = INT_REDUCTIONS[name]
     x = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [2.0, -1.0, 0.5]])
     tdim = (0, 1) if dim is None else dim
@@ -247,32 +302,47 @@ def test_any_all(name, dim, keepdim):
             [values],
             torch_fn=lambda t: torch_fn(t, tdim, keepdim),
             grad=False,
+            device=device,
         )
     check(
         lambda t: fn(t, 0),
         [np.zeros((0, 3), dtype=bool)],
         torch_fn=lambda t: torch_fn(t, 0, False),
         grad=False,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("dim", [0, 1, -1])
-def test_cumsum(dim, dtype, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_cumsum(dim, dtype, layout, device):
     check(
         lambda t: wb.cumsum(t, dim),
         [uniform((3, 4, 5))],
         dtype=dtype,
         layouts=[layout],
         torch_fn=lambda t: torch.cumsum(t, dim),
+        device=device,
     )
 
 
-def test_cumsum_odd_shapes():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_cumsum_odd_shapes(device):
     for shape in [(0,), (1,), (4, 0), (1, 1)]:
-        check(lambda t: wb.cumsum(t, -1), [uniform(shape)], torch_fn=lambda t: torch.cumsum(t, -1))
-    check(lambda t: wb.cumsum(t, 0), [uniform(())], torch_fn=lambda t: torch.cumsum(t, 0))
+        check(
+            lambda t: wb.cumsum(t, -1),
+            [uniform(shape)],
+            torch_fn=lambda t: torch.cumsum(t, -1),
+            device=device,
+        )
+    check(
+        lambda t: wb.cumsum(t, 0),
+        [uniform(())],
+        torch_fn=lambda t: torch.cumsum(t, 0),
+        device=device,
+    )
 
 
 def _has_scatter_add() -> bool:
@@ -287,7 +357,8 @@ needs_scatter = pytest.mark.skipif(not _has_scatter_add(), reason="scatter_add n
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dim", [0, -1])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_sort_values_and_indices(dtype, dim, descending, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_sort_values_and_indices(dtype, dim, descending, layout, device):
     check(
         lambda t: wb.sort(t, dim, descending),
         [distinct((4, 5))],
@@ -295,6 +366,7 @@ def test_sort_values_and_indices(dtype, dim, descending, layout):
         layouts=[layout],
         torch_fn=lambda t: torch.sort(t, dim=dim, descending=descending, stable=True),
         grad=False,
+        device=device,
     )
     check(
         lambda t: wb.argsort(t, dim, descending),
@@ -302,17 +374,20 @@ def test_sort_values_and_indices(dtype, dim, descending, layout):
         dtype=dtype,
         torch_fn=lambda t: torch.argsort(t, dim=dim, descending=descending, stable=True),
         grad=False,
+        device=device,
     )
 
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_is_stable_with_ties_and_nan_sorts_last(descending):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_sort_is_stable_with_ties_and_nan_sorts_last(descending, device):
     x = np.array([[2.0, 1.0, 2.0, 1.0, 0.0, 2.0], [1.0, np.nan, 0.0, 1.0, np.nan, -1.0]])
     check(
         lambda t: wb.sort(t, -1, descending),
         [x],
         torch_fn=lambda t: torch.sort(t, dim=-1, descending=descending, stable=True),
         grad=False,
+        device=device,
     )
 
 
@@ -320,34 +395,46 @@ def test_sort_is_stable_with_ties_and_nan_sorts_last(descending):
     "np_dtype", [np.int64, np.int32, np.uint8, np.bool_], ids=lambda d: d.__name__
 )
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_integers(np_dtype, descending):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_sort_integers(np_dtype, descending, device):
     x = np.random.default_rng(0).integers(0, 2 if np_dtype is np.bool_ else 50, (3, 7))
     check(
         lambda t: wb.sort(t, 1, descending),
         [x.astype(np_dtype)],
         torch_fn=lambda t: torch.sort(t, dim=1, descending=descending, stable=True),
+        device=device,
     )
 
 
 @pytest.mark.parametrize("largest", [True, False])
 @pytest.mark.parametrize("k", [0, 1, 3, 5])
 @pytest.mark.parametrize("dim", [0, -1])
-def test_topk_values_and_indices(dim, k, largest):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_topk_values_and_indices(dim, k, largest, device):
     x = distinct((5, 6))
     check(
         lambda t: wb.topk(t, k, dim, largest),
         [x],
         torch_fn=lambda t: torch.topk(t, k, dim, largest),
         grad=False,
+        device=device,
     )
 
 
 @needs_scatter
 @pytest.mark.parametrize("dim", [0, -1])
-def test_sort_and_topk_gradients(dim):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_sort_and_topk_gradients(dim, device):
     x = distinct((4, 5))
-    check(lambda t: wb.sort(t, dim)[0], [x], torch_fn=lambda t: torch.sort(t, dim)[0])
-    check(lambda t: wb.topk(t, 2, dim)[0], [x], torch_fn=lambda t: torch.topk(t, 2, dim)[0])
+    check(
+        lambda t: wb.sort(t, dim)[0], [x], torch_fn=lambda t: torch.sort(t, dim)[0], device=device
+    )
+    check(
+        lambda t: wb.topk(t, 2, dim)[0],
+        [x],
+        torch_fn=lambda t: torch.topk(t, 2, dim)[0],
+        device=device,
+    )
 
 
 def test_sum_keepdim_of_all_dims_and_scalar_results():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from devices import OP_DEVICE_PARAMS
 from op_check import check
 
 import workbench as wb
@@ -122,16 +123,18 @@ def _inputs(shapes):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_shape_ops(name):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_shape_ops(name, device):
     fn, torch_fn, shapes = CASES[name]
-    check(fn, _inputs(shapes), torch_fn=torch_fn)
+    check(fn, _inputs(shapes), torch_fn=torch_fn, device=device)
 
 
 @pytest.mark.parametrize("layout", ["transposed", "sliced"])
 @pytest.mark.parametrize("name", CASES)
-def test_shape_ops_on_strided_inputs(name, layout):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_shape_ops_on_strided_inputs(name, layout, device):
     fn, torch_fn, shapes = CASES[name]
-    check(fn, _inputs(shapes), torch_fn=torch_fn, layouts=[layout] * len(shapes))
+    check(fn, _inputs(shapes), torch_fn=torch_fn, layouts=[layout] * len(shapes), device=device)
 
 
 @pytest.mark.parametrize("dtype", FLOATS[1:], ids=str)
@@ -152,9 +155,10 @@ def test_shape_ops_on_strided_inputs(name, layout):
         "clone",
     ],
 )
-def test_shape_ops_dtypes(name, dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_shape_ops_dtypes(name, dtype, device):
     fn, torch_fn, shapes = CASES[name]
-    check(fn, _inputs(shapes), dtype=dtype, torch_fn=torch_fn)
+    check(fn, _inputs(shapes), dtype=dtype, torch_fn=torch_fn, device=device)
 
 
 @pytest.mark.parametrize(
@@ -176,23 +180,25 @@ def test_shape_ops_dtypes(name, dtype):
         "contiguous",
     ],
 )
-def test_shape_ops_integers(name, np_dtype):
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_shape_ops_integers(name, np_dtype, device):
     fn, torch_fn, shapes = CASES[name]
     rng = np.random.default_rng(0)
     inputs = [
         rng.integers(0, 2 if np_dtype is np.bool_ else 100, s).astype(np_dtype) for s in shapes
     ]
-    check(fn, inputs, torch_fn=torch_fn, layouts=["transposed"] * len(inputs))
+    check(fn, inputs, torch_fn=torch_fn, layouts=["transposed"] * len(inputs), device=device)
 
 
-def test_view_of_contiguous_input():
-    check(lambda x: x.view(6, 4), [uniform((2, 3, 4))])
-    check(lambda x: x.view(-1), [uniform((2, 3, 4))])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_view_of_contiguous_input(device):
+    check(lambda x: x.view(6, 4), [uniform((2, 3, 4))], device=device)
+    check(lambda x: x.view(-1), [uniform((2, 3, 4))], device=device)
     # A transposed tensor can still be viewed when the new shape only splits/merges dims that
     # are contiguous among themselves (PyTorch's rule).
-    check(lambda x: x.transpose(0, 1).view(3, 2, 2, 2), [uniform((2, 3, 4))])
-    check(lambda x: x.narrow(0, 1, 2).view(8, 3), [uniform((3, 4, 3))])
-    check(lambda x: x.narrow(2, 1, 2).view(12, 2), [uniform((3, 4, 3))])
+    check(lambda x: x.transpose(0, 1).view(3, 2, 2, 2), [uniform((2, 3, 4))], device=device)
+    check(lambda x: x.narrow(0, 1, 2).view(8, 3), [uniform((3, 4, 3))], device=device)
+    check(lambda x: x.narrow(2, 1, 2).view(12, 2), [uniform((3, 4, 3))], device=device)
 
 
 def test_reshape_copies_only_when_it_must():
@@ -204,22 +210,30 @@ def test_reshape_copies_only_when_it_must():
     np.testing.assert_array_equal(copied.numpy(), x.numpy().transpose(2, 1, 0).reshape(24))
 
 
-def test_cat_and_stack_promote_dtypes():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_cat_and_stack_promote_dtypes(device):
     a = np.arange(6, dtype=np.int64).reshape(2, 3)
     b = uniform((2, 3))
-    out = wb.cat([wb.tensor(a), wb.tensor(b, dtype=wb.f32)])
+    out = wb.cat([wb.tensor(a, device=device), wb.tensor(b, dtype=wb.f32, device=device)])
     assert out.dtype is wb.f32
-    check(lambda x, y: wb.cat([x, y], 1), [a, b], torch_fn=lambda x, y: torch.cat([x, y], 1))
-    i32 = wb.tensor([1, 2], dtype=wb.i32)
-    u8 = wb.tensor([3, 4], dtype=wb.u8)
+    check(
+        lambda x, y: wb.cat([x, y], 1),
+        [a, b],
+        torch_fn=lambda x, y: torch.cat([x, y], 1),
+        device=device,
+    )
+    i32 = wb.tensor([1, 2], dtype=wb.i32, device=device)
+    u8 = wb.tensor([3, 4], dtype=wb.u8, device=device)
     assert wb.stack([i32, u8]).dtype is wb.i32
 
 
-def test_cat_gradient_through_repeated_input():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_cat_gradient_through_repeated_input(device):
     check(
         lambda a: wb.cat([a, a * 2.0, a], 0),
         [uniform((2, 3))],
         torch_fn=lambda a: torch.cat([a, a * 2.0, a], 0),
+        device=device,
     )
 
 
@@ -229,32 +243,38 @@ def test_split_and_chunk_return_views():
         assert part.shares_storage(x)
 
 
-def test_split_pieces_sum_their_gradients():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_split_pieces_sum_their_gradients(device):
     """Using only some pieces leaves zeros in the other positions of the input gradient."""
     check(
         lambda x: x.split([2, 1, 2], 1)[0] * x.split([2, 1, 2], 1)[2],
         [uniform((3, 5))],
         torch_fn=lambda x: x.split([2, 1, 2], 1)[0] * x.split([2, 1, 2], 1)[2],
+        device=device,
     )
 
 
-def test_flip_and_roll_of_empty_and_size_one():
-    check(lambda x: x.flip(0), [uniform((0, 3))])
-    check(lambda x: x.flip((0, 1)), [uniform((1, 3))])
-    check(lambda x: x.roll(2, 0), [uniform((0, 3))])
-    check(lambda x: x.roll(1, 1), [uniform((3, 1))])
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_flip_and_roll_of_empty_and_size_one(device):
+    check(lambda x: x.flip(0), [uniform((0, 3))], device=device)
+    check(lambda x: x.flip((0, 1)), [uniform((1, 3))], device=device)
+    check(lambda x: x.roll(2, 0), [uniform((0, 3))], device=device)
+    check(lambda x: x.roll(1, 1), [uniform((3, 1))], device=device)
 
 
-def test_transpose_of_1d_and_identical_dims_is_identity():
-    check(lambda x: x.transpose(0, 0), [uniform((3, 4))])
-    x = wb.tensor(uniform((3,)))
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_transpose_of_1d_and_identical_dims_is_identity(device):
+    check(lambda x: x.transpose(0, 0), [uniform((3, 4))], device=device)
+    x = wb.tensor(uniform((3,)), device=device)
     assert x.transpose(0, -1) is x
 
 
-def test_broadcast_gradient_sums_over_expanded_dims():
+@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
+def test_broadcast_gradient_sums_over_expanded_dims(device):
     check(
         lambda x: x.expand(4, 2, 3) * 1.5,
         [uniform((2, 1))],
         torch_fn=lambda x: x.expand(4, 2, 3) * 1.5,
+        device=device,
     )
-    check(lambda x: x.broadcast_to((3, 2, 3)), [uniform((1, 3))])
+    check(lambda x: x.broadcast_to((3, 2, 3)), [uniform((1, 3))], device=device)

@@ -13,6 +13,10 @@ A model module registers itself when imported::
         run=detect,                                        # run(runner, image, **options) -> Result
     ))
 
+An entry may bring its own widget instead: ``panel(entry)`` returns an ipywidget (or an object
+with a ``box`` widget), which the gallery shows in place of the image sample, upload and Run
+row (e.g. a text-to-image model's prompt form).
+
 ``load`` raises ``WeightsNotFound`` (or any ``FileNotFoundError``/``OSError``) when the weights
 are not there; the gallery turns that into a message naming the hub repo and the local path.
 """
@@ -64,6 +68,7 @@ class Entry:
     samples: dict[str, str | Callable[[], np.ndarray]] = field(default_factory=dict)
     local_path: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    panel: Callable[[Entry], Any] | None = None
 
 
 _ENTRIES: dict[str, Entry] = {}

@@ -7,6 +7,7 @@ machine without a GPU. pycuda is imported on first use only (it needs ``libcuda.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 
@@ -21,7 +22,7 @@ class PycudaDriver:
         self.cuda = cuda
         self.Error = cuda.Error
         self._contexts: dict[int, Any] = {}
-        self._current: int | None = None
+        self._local = threading.local()  # each thread has its own context stack
         self._streams: dict[int, Any] = {}
 
     # -- devices and contexts -----------------------------------------------------------
@@ -30,16 +31,23 @@ class PycudaDriver:
 
     def activate(self, index: int) -> None:
         """Make device ``index``'s primary context current on this thread."""
-        if self._current == index:
+        current = getattr(self._local, "index", None)
+        if current == index:
             return
         ctx = self._contexts.get(index)
         if ctx is None:
             ctx = self.cuda.Device(index).retain_primary_context()
             self._contexts[index] = ctx
-        if self._current is not None:
+        if current is not None:
             self.cuda.Context.pop()
         ctx.push()
-        self._current = index
+        self._local.index = index
+
+    def close(self) -> None:
+        """Pop this thread's context (at exit: pycuda aborts if the stack is not empty)."""
+        if getattr(self._local, "index", None) is not None:
+            self.cuda.Context.pop()
+            self._local.index = None
 
     def compute_capability(self, index: int) -> tuple[int, int]:
         return self.cuda.Device(index).compute_capability()

@@ -78,6 +78,12 @@ class IndexingOps:
         if kind != "scatter" and self.dtype not in ATOMIC_DTYPES:
             raise UnsupportedOnDevice(f"op {kind} is not implemented on cuda for {self.dtype}")
         shape = tuple(layout.shape)
+        if kind != "scatter" and self.dtype in ("f16", "bf16"):
+            # sum in f32 and round once, as the CPU does (bf16 atomics round every addition)
+            wide = self.cast(layout, "f32")._scatter(
+                kind, Layout.contiguous(shape), dim, index, index_layout, src, src_layout, wrap
+            )
+            return wide.cast(Layout.contiguous(shape), self.dtype)
         index, index_layout = self._checked_index(index, index_layout, shape[dim], dim, wrap)
         if src.dtype != self.dtype:
             src = src.cast(src_layout, self.dtype)

@@ -25,6 +25,9 @@ FLOAT_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "floor_
                 "remainder", "atan2")  # fmt: skip
 INT_BINARY = ("add", "sub", "mul", "maximum", "minimum", "pow", "floor_div", "remainder")
 LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor"})
+# bool arithmetic is logic (numpy and PyTorch): True + True is True, True * False is False
+BOOL_AS_LOGICAL = {"add": "logical_or", "mul": "logical_and", "maximum": "logical_or",
+                   "minimum": "logical_and"}  # fmt: skip
 CMP = ("eq", "ne", "lt", "le", "gt", "ge")
 PARAM_FAMILIES = {"affine": NUM, "clamp": NUM, "powf": FLOAT, "elu": FLOAT}
 REDUCE = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
@@ -43,6 +46,8 @@ def unary_name(op: str, dtype: str) -> str:
 
 
 def binary_name(op: str, dtype: str, prefix: str = "binary") -> str:
+    if dtype == "bool" and op in BOOL_AS_LOGICAL:
+        op = BOOL_AS_LOGICAL[op]
     if op in LOGICAL and dtype in ALL:
         return f"{prefix}_{op}_{dtype}"
     if (dtype in FLOAT and op in FLOAT_BINARY) or (dtype in INT and op in INT_BINARY):
@@ -125,6 +130,23 @@ def compute_dtype(dtype: str) -> str:
     return "f64" if dtype == "f64" else "f32"
 
 
+def pad_name(itemsize: int) -> str:
+    """``pad_b<itemsize>``: padding moves elements, so one kernel per element size."""
+    return f"pad_b{itemsize}"
+
+
+def pad_backward_name(dtype: str) -> str:
+    if dtype in FLOAT:
+        return f"pad_backward_{dtype}"
+    raise _unsupported("pad_backward", dtype)
+
+
+def group_norm_name(dtype: str) -> str:
+    if dtype in FLOAT:
+        return f"group_norm_{dtype}"
+    raise _unsupported("group_norm", dtype)
+
+
 def sort_name(dtype: str) -> str:
     if dtype in ALL:
         return f"sort_{dtype}"
@@ -153,6 +175,7 @@ def all_names() -> dict[str, list[str]]:
     ew += [f(size) for size in (1, 2, 4, 8) for f in (copy_name, fill_name)]
     red = [reduce_name(op, dtype) for op in REDUCE for dtype in ALL]
     red += [cumsum_name(dtype) for dtype in ALL] + [sort_name(dtype) for dtype in ALL]
+    red += ["sort_long_init"] + [f"sort_long_{k}_{d}" for k in ("step", "gather") for d in ALL]
     fused = [fused_name(f, d) for f in ("softmax", "norm", "rope") for d in FLOAT]
     atomic = ("f16", "bf16", "f32", "f64", "i32", "i64")
     indexing = [f"{k}_{d}" for k in ("index_select", "gather", "scatter") for d in ALL]
@@ -162,10 +185,13 @@ def all_names() -> dict[str, list[str]]:
     return {
         "elementwise": sorted(set(ew)), "reduce": red, "fused": fused, "indexing": indexing,
         "conv": [f"{k}_{d}" for k in ("im2col", "col2im") for d in FLOAT], "pool": pool,
+        "matmul": [f"matmul_int_{d}" for d in ("u8", "u32", "i16", "i32", "i64")],
         "upsample": [f"upsample_{k}2d{b}_{d}" for k in ("nearest", "bilinear")
                      for b in ("", "_backward") for d in FLOAT],
         "quantized": [f"dequantize_{q}_{d}" for q in QTYPES for d in ("f32", "f16", "bf16")]
         + [f"qmatvec_{q}_f32" for q in ("q4_0", "q8_0")],
+        "pad": [pad_name(size) for size in (1, 2, 4, 8)] + [pad_backward_name(d) for d in FLOAT],
+        "norm": [group_norm_name(d) for d in FLOAT],
     }  # fmt: skip
 
 

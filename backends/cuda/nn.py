@@ -144,12 +144,11 @@ class NnOps:
         h, w = input_size
         g = self.contiguous(layout)
         idx = indices.contiguous(indices_layout)
-        acc = self._new(n * c * h * w, "f32")
-        acc.const_set(Layout.contiguous((n * c * h * w,)), 0)
+        acc = self._gradient_sum(n * c * h * w)
         total = n * c * ho * wo
         self._launch("pool", f"max_pool2d_backward_{self.dtype}", total, acc._at(), g._at(),
                      idx._at(), total, ho * wo, h * w)  # fmt: skip
-        return acc.cast(Layout.contiguous((n * c * h * w,)), self.dtype)
+        return self._rounded(acc)
 
     def avg_pool2d(self, layout, kernel_size, stride, padding, output_size,
                    count_include_pad: bool, divisor_override=None):  # fmt: skip
@@ -193,16 +192,26 @@ class NnOps:
 
     def _scatter_back(self, op: str, layout, in_shape, *params):
         """A backward kernel that atomically adds the (contiguous) output gradient into an f32
-        input gradient, then rounds it to this dtype."""
+        (f64 for f64) input gradient, then rounds it to this dtype."""
         self._float_only(op)
         g = self.contiguous(layout)
-        size = numel(in_shape)
-        acc = self._new(size, "f32")
-        acc.const_set(Layout.contiguous((size,)), 0)
+        acc = self._gradient_sum(numel(in_shape))
         source = "pool" if "pool" in op else "upsample"
         self._launch(source, f"{op}_{self.dtype}", numel(layout.shape), acc._at(), g._at(),
                      *params)  # fmt: skip
-        return acc if self.dtype == "f32" else acc.cast(Layout.contiguous((size,)), self.dtype)
+        return self._rounded(acc)
+
+    def _gradient_sum(self, size: int):
+        """A zeroed buffer the backward kernels add into atomically: f64 for f64, else f32."""
+        acc = self._new(size, "f64" if self.dtype == "f64" else "f32")
+        acc.const_set(Layout.contiguous((size,)), 0)
+        return acc
+
+    def _rounded(self, acc):
+        """``acc`` in this storage's dtype."""
+        if acc.dtype == self.dtype:
+            return acc
+        return acc.cast(Layout.contiguous((acc.size,)), self.dtype)
 
     # -- upsampling -----------------------------------------------------------------------
     def upsample_nearest2d(self, layout, output_size, scales):
@@ -210,8 +219,7 @@ class NnOps:
         self._float_only("upsample_nearest2d")
         n, c, h, w = layout.shape
         ho, wo = output_size
-        sh = 1.0 / scales[0] if scales[0] else h / ho
-        sw = 1.0 / scales[1] if scales[1] else w / wo
+        sh, sw = _nearest_scale(h, ho, scales[0]), _nearest_scale(w, wo, scales[1])
         total = n * c * ho * wo
         out = self._new(total)
         self._launch("upsample", f"upsample_nearest2d_{self.dtype}", total, out._at(),
@@ -222,8 +230,7 @@ class NnOps:
     def upsample_nearest2d_backward(self, layout, input_size, scales):
         n, c, ho, wo = layout.shape
         h, w = input_size
-        sh = 1.0 / scales[0] if scales[0] else h / ho
-        sw = 1.0 / scales[1] if scales[1] else w / wo
+        sh, sw = _nearest_scale(h, ho, scales[0]), _nearest_scale(w, wo, scales[1])
         return self._scatter_back("upsample_nearest2d_backward", layout, (n, c, h, w),
                                   geometry(n, c, h, w, ho, wo), F32(sh), F32(sw))  # fmt: skip
 
@@ -232,7 +239,7 @@ class NnOps:
         h, w = input_size
         (sh, ah), (sw, aw) = _bilinear_params((h, w), (ho, wo), align_corners, scales)
         return self._scatter_back("upsample_bilinear2d_backward", layout, (n, c, h, w),
-                                  geometry(n, c, h, w, ho, wo), F32(sh), F32(sw), I32(ah),
+                                  geometry(n, c, h, w, ho, wo), float(sh), float(sw), I32(ah),
                                   I32(aw))  # fmt: skip
 
     def upsample_bilinear2d(self, layout, output_size, align_corners: bool, scales):
@@ -244,9 +251,20 @@ class NnOps:
         total = n * c * ho * wo
         out = self._new(total)
         self._launch("upsample", f"upsample_bilinear2d_{self.dtype}", total, out._at(),
-                     self._at(), Dims(layout), geometry(n, c, h, w, ho, wo), F32(params[0][0]),
-                     F32(params[1][0]), I32(params[0][1]), I32(params[1][1]))  # fmt: skip
+                     self._at(), Dims(layout), geometry(n, c, h, w, ho, wo), float(params[0][0]),
+                     float(params[1][0]), I32(params[0][1]), I32(params[1][1]))  # fmt: skip
         return out
+
+
+def _nearest_scale(size: int, new: int, scale) -> float:
+    """Source step of nearest upsampling: an unchanged axis is an exact copy and a doubled one
+    takes ``i // 2`` (as PyTorch's kernels and the CPU backend), else 1/scale_factor or
+    size/new in f32."""
+    if new == size:
+        return 1.0
+    if new == 2 * size:
+        return 0.5
+    return 1.0 / scale if scale else size / new
 
 
 def _bilinear_params(sizes, new_sizes, align_corners: bool, scales):

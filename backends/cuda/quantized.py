@@ -1,14 +1,15 @@
-"""GGUF dequantization and quantized matrix-vector products on CUDA (``quantized.cu``).
+"""GGUF dequantization and quantized matrix products on CUDA (``quantized.cu``).
 
 Raw blocks live in a ``u8`` CudaStorage exactly as in the GGUF file. ``dequantize`` expands
 them to f32/f16/bf16; ``qmatvec`` computes ``W (rows, K) @ x (K,)`` for Q4_0 and Q8_0 weights
-without expanding W (one warp per row).
+without expanding W (one warp per row); ``qmatmul`` is ``x (..., K) @ Wᵀ``: the matvec for one
+vector, else W expanded on the device in x's dtype and one cuBLAS product.
 """
 
 from __future__ import annotations
 
 from ..errors import UnsupportedOnDevice
-from .params import numel
+from .params import Layout, numel
 
 # type name -> (values per block, bytes per block)
 BLOCKS = {
@@ -58,3 +59,22 @@ def qmatvec(raw, type_name: str, rows: int, k: int, x, x_layout):
     raw._launch("quantized", f"qmatvec_{type_name.lower()}_f32", rows, out._at(), raw._at(),
                 x._at(offset), rows, k, grid=grid, block=(32, ROWS_PER_BLOCK, 1))  # fmt: skip
     return out
+
+
+def qmatmul(x, x_layout, raw, type_name: str, n: int, k: int):
+    """``x (..., k) @ Wᵀ`` for W ``(n, k)`` quantized row-major in ``raw``: a contiguous
+    ``(..., n)`` storage in x's dtype (f16, bf16 or f32; others raise)."""
+    dtype = x.dtype
+    if dtype not in ("f32", "f16", "bf16"):
+        raise UnsupportedOnDevice(f"qmatmul on cuda takes f32/f16/bf16 inputs, found {dtype}")
+    m = numel(x_layout.shape) // k if k else 0
+    if m == 1 and type_name in MATVEC_TYPES:
+        out = qmatvec(raw, type_name, n, k, x, x_layout)
+        return out if dtype == "f32" else out.cast(Layout.contiguous((n,)), dtype)
+    weight = dequantize(raw, type_name, dtype)
+    if weight.size != n * k:
+        raise ValueError(f"{raw.size} bytes do not hold a ({n}, {k}) {type_name} matrix")
+    lhs = Layout.of(x_layout)
+    if not lhs.is_contiguous:
+        x, lhs = x.contiguous(lhs), Layout.contiguous(lhs.shape)
+    return x.matmul(Layout((m, k), (k, 1), lhs.offset), weight, Layout((k, n), (1, k)))

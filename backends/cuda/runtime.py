@@ -127,7 +127,8 @@ def runtime() -> Runtime:
 
 
 def _shutdown() -> None:
-    """At exit: give cached blocks back while the contexts are still alive."""
+    """At exit: give cached blocks back while the contexts are still alive, then leave the
+    context stack empty."""
     rt = _RUNTIME
     if rt is None:
         return
@@ -136,6 +137,9 @@ def _shutdown() -> None:
             pool.clear_cache()
         except Exception:  # a dead context at interpreter exit: nothing left to free
             pass
+    close = getattr(rt.driver, "close", None)
+    if close is not None:
+        close()
 
 
 def reset() -> None:

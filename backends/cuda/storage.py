@@ -17,6 +17,7 @@ from . import kernels as K
 from .attention import AttentionOps
 from .indexing import IndexingOps
 from .nn import NnOps
+from .padnorm import PadNormOps
 from .params import I32, Layout, Ptr, Raw, contiguous_strides, numel, pack_args
 from .runtime import runtime
 
@@ -30,7 +31,7 @@ def _blocks(n: int) -> int:
     return max(1, min(-(-n // THREADS), MAX_BLOCKS))
 
 
-class CudaStorage(IndexingOps, NnOps, AttentionOps, BackendStorage):
+class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
     """``size`` elements of ``dtype`` (a name) on device ``index``; ``ptr`` is the address."""
 
     device_kind = "cuda"
@@ -270,18 +271,14 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, BackendStorage):
         return out
 
     def sort(self, layout, dim: int, descending: bool):
-        """Stable sort along ``dim`` (at most 1024 long): (values, int64 indices); NaN sorts
-        as the largest value. One block per line, a bitonic network in shared memory."""
+        """Stable sort along ``dim``: (values, int64 indices); NaN sorts as the largest value.
+        A bitonic network over (value, index) keys: in shared memory, one block per line, for
+        lines up to ``SORT_MAX``; in global memory beyond."""
         shape = tuple(layout.shape)
         if not shape:
             return self.contiguous(layout), CudaStorage.full((), 0, "i64", self.index)
         dim %= len(shape)
         k = shape[dim]
-        if k > SORT_MAX:
-            raise UnsupportedOnDevice(
-                f"op sort is not implemented on cuda for lines longer than {SORT_MAX} "
-                f"(dim {dim} of shape {shape})"
-            )
         order = [d for d in range(len(shape)) if d != dim] + [dim]
         src = Layout.of(layout).permute(order)
         dst = Layout(shape, contiguous_strides(shape)).permute(order)
@@ -290,17 +287,40 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, BackendStorage):
         while p < k:
             p *= 2
         values, indices = self._new(numel(shape)), self._new(numel(shape), "i64")
+        if k > SORT_MAX:
+            self._sort_long(values, indices, dst, src, m, k, p, descending)
+            return values, indices
         shared = p * (8 + (8 if self.dtype in ("f64", "i64") else 4))
         self._launch("reduce", K.sort_name(self.dtype), m, values._at(), indices._at(), dst,
                      self._at(), src, m, k, p, I32(descending),
                      grid=(max(1, min(m, MAX_BLOCKS)), 1, 1), shared=shared)  # fmt: skip
         return values, indices
 
+    def _sort_long(self, values, indices, dst, src, m: int, k: int, p: int, descending: bool):
+        """Lines longer than ``SORT_MAX``: the bitonic network over an (m, p) index scratch in
+        global memory, one launch per step (log2(p)·(log2(p)+1)/2 launches)."""
+        scratch = self._new(m * p, "i64")
+        self._launch("reduce", "sort_long_init", m * p, scratch._at(), m, k, p)
+        K.sort_name(self.dtype)  # raises for a dtype without sort kernels
+        step = f"sort_long_step_{self.dtype}"
+        size = 2
+        while size <= p:
+            stride = size // 2
+            while stride > 0:
+                self._launch("reduce", step, m * p, scratch._at(), self._at(), src, m, k, p,
+                             size, stride, I32(descending))  # fmt: skip
+                stride //= 2
+            size *= 2
+        gather = f"sort_long_gather_{self.dtype}"
+        self._launch("reduce", gather, m * k, values._at(), indices._at(), dst, self._at(), src,
+                     scratch._at(), m, k, p)  # fmt: skip
+
     # -- matmul ---------------------------------------------------------------------------
     def matmul(self, lhs_layout, rhs, rhs_layout):
-        """``(..., m, k) @ (..., k, n)`` through cuBLAS; batch dims already broadcast."""
+        """``(..., m, k) @ (..., k, n)`` through cuBLAS (integers: ``matmul.cu``); batch dims
+        already broadcast."""
         dtype = self.dtype
-        if dtype not in ("f16", "bf16", "f32", "f64"):
+        if dtype not in ("f16", "bf16", "f32", "f64", "u8", "u32", "i16", "i32", "i64"):
             raise UnsupportedOnDevice(f"op matmul is not implemented on cuda for {dtype}")
         rhs = _same_dtype(rhs, rhs_layout, dtype, "matmul")
         a_shape, b_shape = tuple(lhs_layout.shape), tuple(rhs_layout.shape)
@@ -312,6 +332,11 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, BackendStorage):
             return out
         if k == 0:
             out.const_set(Layout.contiguous((count * m * n,)), 0)
+            return out
+        if dtype not in ("f16", "bf16", "f32", "f64"):
+            self._launch("matmul", f"matmul_int_{dtype}", count * m * n, out._at(), self._at(),
+                         _bcast(lhs_layout, (*batch, m, k)), rhs._at(),
+                         _bcast(rhs_layout, (*batch, k, n)), count, m, n, k)  # fmt: skip
             return out
         a, la = _gemm_ready(self, _bcast(lhs_layout, (*batch, m, k)))
         b, lb = _gemm_ready(rhs, _bcast(rhs_layout, (*batch, k, n)))
@@ -325,6 +350,12 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, BackendStorage):
                        a._at(la.offset), lda, batch_stride(la.shape, la.strides),
                        out._at(), n, m * n, count)  # fmt: skip
         return out
+
+    def qmatmul(self, layout, raw: CudaStorage, type_name: str, n: int, k: int):
+        """``x (..., k) @ Wᵀ`` with W ``(n, k)`` as GGUF blocks in the u8 storage ``raw``."""
+        from .quantized import qmatmul
+
+        return qmatmul(self, layout, raw, type_name, n, k)
 
     # -- fused --------------------------------------------------------------------------
     def softmax(self, layout, dim: int):

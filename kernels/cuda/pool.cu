@@ -80,23 +80,24 @@ __device__ __forceinline__ long long x_at(const Layout& l, long long n, long lon
             out[e] = Store<T>::from(acc / (C)((y1 - y0) * (x1 - x0)));              \
         }                                                                           \
     }                                                                               \
-    /* grad_in (N, C, H, W) f32, zeroed by the host; g and idx contiguous (N, C, Ho, Wo) */ \
-    extern "C" __global__ void max_pool2d_backward_##name(float* __restrict__ grad_in, \
+    /* grad_in (N, C, H, W) in Acc<T> (f64 or f32), zeroed by the host; g and idx contiguous */ \
+    extern "C" __global__ void max_pool2d_backward_##name(Acc<T>::type* __restrict__ grad_in, \
                                                           const T* __restrict__ g,   \
                                                           const i64* __restrict__ idx, \
                                                           long long total, long long per_plane, \
                                                           long long plane) {         \
         WB_LOOP(e, total) {                                                         \
             long long at = idx[e];                                                  \
-            if (at >= 0) atomicAdd(grad_in + (e / per_plane) * plane + at, (float)wb_load(g[e])); \
+            if (at >= 0) atomicAdd(grad_in + (e / per_plane) * plane + at, wb_load(g[e])); \
         }                                                                           \
     }
 WB_FLOAT_DTYPES(POOL_KERNELS)
 
 // Backward of avg / adaptive avg pooling: each output gradient (contiguous (N, C, Ho, Wo)) is
-// spread over its window into grad_in (N, C, H, W) f32, zeroed by the host (atomicAdd).
+// spread over its window into grad_in (N, C, H, W) in Acc<T> (f64 or f32), zeroed by the host
+// (atomicAdd).
 #define POOL_BACKWARD_KERNELS(name, T)                                              \
-    extern "C" __global__ void avg_pool2d_backward_##name(float* __restrict__ grad_in, \
+    extern "C" __global__ void avg_pool2d_backward_##name(Acc<T>::type* __restrict__ grad_in, \
                                                           const T* __restrict__ g, PoolGeom p, \
                                                           int count_include_pad,     \
                                                           long long divisor) {       \
@@ -110,20 +111,20 @@ WB_FLOAT_DTYPES(POOL_KERNELS)
             y1 = min(y1, p.H); x1 = min(x1, p.W);                                   \
             long long div = divisor > 0 ? divisor                                   \
                           : (count_include_pad ? padded : (y1 - y0) * (x1 - x0));   \
-            float v = (float)wb_load(g[e]) / (float)div;                            \
+            Acc<T>::type v = wb_load(g[e]) / (Acc<T>::type)div;                     \
             for (long long y = y0; y < y1; ++y)                                     \
                 for (long long xx = x0; xx < x1; ++xx)                              \
                     atomicAdd(grad_in + (nc * p.H + y) * p.W + xx, v);              \
         }                                                                           \
     }                                                                               \
     extern "C" __global__ void adaptive_avg_pool2d_backward_##name(                 \
-        float* __restrict__ grad_in, const T* __restrict__ g, PoolGeom p) {         \
+        Acc<T>::type* __restrict__ grad_in, const T* __restrict__ g, PoolGeom p) {  \
         long long total = p.N * p.C * p.Ho * p.Wo;                                  \
         WB_LOOP(e, total) {                                                         \
             long long ox = e % p.Wo, oy = (e / p.Wo) % p.Ho, nc = e / (p.Wo * p.Ho); \
             long long y0 = oy * p.H / p.Ho, y1 = ((oy + 1) * p.H + p.Ho - 1) / p.Ho; \
             long long x0 = ox * p.W / p.Wo, x1 = ((ox + 1) * p.W + p.Wo - 1) / p.Wo; \
-            float v = (float)wb_load(g[e]) / (float)((y1 - y0) * (x1 - x0));        \
+            Acc<T>::type v = wb_load(g[e]) / (Acc<T>::type)((y1 - y0) * (x1 - x0)); \
             for (long long y = y0; y < y1; ++y)                                     \
                 for (long long xx = x0; xx < x1; ++xx)                              \
                     atomicAdd(grad_in + (nc * p.H + y) * p.W + xx, v);              \

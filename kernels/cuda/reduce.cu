@@ -61,7 +61,8 @@ template <typename T> struct CmpAcc { typedef typename Acc<T>::type type; };
         }                                                                           \
     }
 
-// NaN wins max/min (as numpy and PyTorch); for integers a != a is always false.
+// NaN wins max/min (as numpy and PyTorch); for integers a != a is always false. any/all keep
+// the values' own type until the test against zero (0.5 is true).
 #define MAX_COMBINE ((a != a || a > b) ? a : b)
 #define MIN_COMBINE ((a != a || a < b) ? a : b)
 
@@ -70,8 +71,8 @@ template <typename T> struct CmpAcc { typedef typename Acc<T>::type type; };
     REDUCE_KERNEL(prod, name, T, SumOut<T>::type, SumAcc<T>::type, 1, a * b)        \
     REDUCE_KERNEL(max, name, T, T, CmpAcc<T>::type, wb_lowest<CmpAcc<T>::type>(), MAX_COMBINE) \
     REDUCE_KERNEL(min, name, T, T, CmpAcc<T>::type, wb_highest<CmpAcc<T>::type>(), MIN_COMBINE) \
-    REDUCE_KERNEL(any, name, T, wb_bool, int, 0, (a != 0) || (b != 0))              \
-    REDUCE_KERNEL(all, name, T, wb_bool, int, 1, (a != 0) && (b != 0))
+    REDUCE_KERNEL(any, name, T, wb_bool, CmpAcc<T>::type, 0, (CmpAcc<T>::type)((a != 0) || (b != 0))) \
+    REDUCE_KERNEL(all, name, T, wb_bool, CmpAcc<T>::type, 1, (CmpAcc<T>::type)((a != 0) && (b != 0)))
 
 // The first index of the max (min); a NaN counts as the largest and smallest value.
 #define ARG_KERNEL(op, better, name, T)                                             \
@@ -196,3 +197,49 @@ __device__ __forceinline__ bool sort_before(C va, long long ia, C vb, long long 
         }                                                                           \
     }
 WB_ALL_DTYPES(SORT_KERNEL)
+
+// Rows longer than 1024: the same network over an index scratch (M, P) in global memory, one
+// launch per (size, stride) step; values are read through the input layout when compared.
+extern "C" __global__ void sort_long_init(i64* __restrict__ si, long long M, long long K,
+                                          long long P) {
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < M * P;
+         t += (long long)gridDim.x * blockDim.x) {
+        long long i = t % P;
+        si[t] = i < K ? i : -1;
+    }
+}
+
+#define SORT_LONG_KERNELS(name, T)                                                  \
+    extern "C" __global__ void sort_long_step_##name(i64* __restrict__ si, const T* __restrict__ in, \
+                                                     Layout li, long long M, long long K, \
+                                                     long long P, long long size,   \
+                                                     long long stride, int desc) {  \
+        typedef CmpAcc<T>::type C;                                                  \
+        for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < M * P; \
+             t += (long long)gridDim.x * blockDim.x) {                              \
+            long long row = t / P, i = t % P, j = i ^ stride;                       \
+            if (j <= i) continue;                                                   \
+            long long a = si[row * P + i], b = si[row * P + j];                     \
+            C va = a >= 0 ? (C)wb_load(in[wb_offset(li, row * K + a)]) : (C)0;      \
+            C vb = b >= 0 ? (C)wb_load(in[wb_offset(li, row * K + b)]) : (C)0;      \
+            bool asc = (i & size) == 0;                                             \
+            bool swap = asc ? sort_before(vb, b, va, a, desc) : sort_before(va, a, vb, b, desc); \
+            if (swap) {                                                             \
+                si[row * P + i] = b;                                                \
+                si[row * P + j] = a;                                                \
+            }                                                                       \
+        }                                                                           \
+    }                                                                               \
+    extern "C" __global__ void sort_long_gather_##name(T* __restrict__ vals, i64* __restrict__ idx, \
+                                                       Layout lo, const T* __restrict__ in, \
+                                                       Layout li, const i64* __restrict__ si, \
+                                                       long long M, long long K, long long P) { \
+        for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < M * K; \
+             t += (long long)gridDim.x * blockDim.x) {                              \
+            long long row = t / K, s = si[row * P + t % K];                         \
+            long long o = wb_offset(lo, t);                                         \
+            vals[o] = in[wb_offset(li, row * K + s)];                               \
+            idx[o] = s;                                                             \
+        }                                                                           \
+    }
+WB_ALL_DTYPES(SORT_LONG_KERNELS)

@@ -29,3 +29,7 @@ def fake(monkeypatch):
     yield fake
     cuda_driver.set_driver(previous)
     cuda_runtime.reset()
+    # the cuda Devices used under the fake remember its backend (wb.device is the function)
+    make_device = sys.modules["workbench.device"]._device
+    for index in range(fake.devices):
+        object.__setattr__(make_device("cuda", index), "_backend", None)

@@ -134,3 +134,40 @@ def test_dequantize_matches_cpu(name):
         y = cq.qmatvec(storage, name, 4, 256, xs, Layout.contiguous((256,)))
         np.testing.assert_allclose(y.to_numpy(Layout.contiguous((4,))), w @ v, rtol=1e-4,
                                    atol=1e-4)  # fmt: skip
+
+
+def test_qmatmul_routes(fake):
+    """One f32 vector of a Q4_0 W: the matvec kernel; a batch: dequantize then one GEMM."""
+    raw = CudaStorage.from_numpy(np.zeros((4, 18), np.uint8))  # W (2, 64) as Q4_0
+    x = CudaStorage.from_numpy(np.ones(64, np.float32))
+    y = cq.qmatmul(x, Layout.contiguous((1, 64)), raw, "Q4_0", 2, 64)
+    assert fake.launches[-1][0] == "qmatvec_q4_0_f32" and y.size == 2
+    xs = CudaStorage.from_numpy(np.ones((3, 64), np.float32))
+    y = cq.qmatmul(xs, Layout.contiguous((3, 64)), raw, "Q4_0", 2, 64)
+    assert fake.launches[-1][0] == "dequantize_q4_0_f32" and y.size == 6
+    (gemm,) = fake.gemms
+    assert gemm[1:7] == ("f32", True, False, 2, 3, 64)  # column-major Wᵀ-as-T times xᵀ
+    with pytest.raises(UnsupportedOnDevice, match="i64"):
+        cq.qmatmul(CudaStorage.from_numpy(np.ones(64, np.int64)), Layout.contiguous((64,)),
+                   raw, "Q4_0", 2, 64)  # fmt: skip
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_REASON}")
+@pytest.mark.parametrize("name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q2_K", "F16"])
+@pytest.mark.parametrize("batch", [1, 5])
+def test_qmatmul_layer_on_cuda_matches_cpu(name, batch):
+    """``QMatMul`` on a cuda input agrees with the CPU path (Q2_K and F16 have no CUDA
+    product: they fall back to the CPU and come back on the device)."""
+    import workbench as wb
+    from workbench.quantized import QMatMul, QTensor
+
+    rng = np.random.default_rng(0)
+    w = QTensor.quantize(rng.standard_normal((48, 512)).astype(np.float32), name)
+    x = rng.standard_normal((batch, 512)).astype(np.float32)
+    layer = QMatMul(w)
+    expected = layer(wb.tensor(x)).numpy()
+    for dtype, tol in ((wb.f32, 1e-3), (wb.f16, 3e-2)):
+        got = layer(wb.tensor(x, device="cuda", dtype=dtype))
+        assert got.device == wb.Device("cuda") and got.dtype is dtype
+        np.testing.assert_allclose(got.to_dtype(wb.f32).numpy(), expected, rtol=tol, atol=tol * 10)

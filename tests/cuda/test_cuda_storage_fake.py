@@ -113,10 +113,9 @@ def test_unsupported_dtype_names_op(fake):
         UnsupportedOnDevice, match="op exp is not implemented on cuda for dtype i32"
     ):
         x.unary("exp", Layout.contiguous((4,)))
-    with pytest.raises(UnsupportedOnDevice, match="matmul"):
-        x.matmul(Layout.contiguous((2, 2)), x, Layout.contiguous((2, 2)))
-    with pytest.raises(UnsupportedOnDevice, match="op sort is not implemented on cuda for lines"):
-        x.sort(Layout.contiguous((3, 2000)), 1, False)
+    flags = CudaStorage.from_numpy(np.ones(4, np.bool_))
+    with pytest.raises(UnsupportedOnDevice, match="op matmul is not implemented on cuda for bool"):
+        flags.matmul(Layout.contiguous((2, 2)), flags, Layout.contiguous((2, 2)))
 
 
 def test_reduce_permutes_reduced_dims_last(fake):
@@ -280,8 +279,8 @@ def test_pool_and_upsample_geometry(fake):
                                                                  1, 1, 3, 3)  # fmt: skip
     x.upsample_bilinear2d(lay, (12, 6), False, (None, None))
     args = fake.launches[-1][3]
-    pos = 16 + LAYOUT_SIZE + 48
-    assert struct.unpack_from("<ffii", args, pos) == (0.5, 1.0, 0, 1)
+    pos = 16 + LAYOUT_SIZE + 48  # scales are doubles (positions in f64 for f64 tensors)
+    assert struct.unpack_from("<ddii", args, pos) == (0.5, 1.0, 0, 1)
 
 
 def test_attention_is_two_gemms_around_a_softmax(fake):
@@ -316,6 +315,29 @@ def test_sort_launch(fake):
     assert struct.unpack_from("<qqqi", args, pos) == (100, 3, 4, 1)
 
 
+def test_long_sort_runs_the_network_in_global_memory(fake):
+    """A 3000-long line: an index scratch of 4096 per line, 12·13/2 = 78 network steps, then
+    one gather through the layouts."""
+    x = CudaStorage.from_numpy(np.ones((2, 3000), np.float32))
+    values, indices = x.sort(Layout.contiguous((2, 3000)), 1, False)
+    names = [launch[0] for launch in fake.launches[-80:]]
+    assert names[0] == "sort_long_init" and names[-1] == "sort_long_gather_f32"
+    assert names[1:-1] == ["sort_long_step_f32"] * 78
+    assert values.size == indices.size == 6000 and indices.dtype == "i64"
+    # last step: size 4096, stride 1, ascending
+    step_args = fake.launches[-2][3]
+    assert struct.unpack_from("<qqqqqi", step_args, 16 + LAYOUT_SIZE) == (2, 3000, 4096, 4096, 1, 0)
+
+
+def test_integer_matmul_kernel(fake):
+    a = CudaStorage.from_numpy(np.ones((2, 3, 4), np.int64))
+    b = CudaStorage.from_numpy(np.ones((4, 5), np.int64))
+    out = a.matmul(Layout.contiguous((2, 3, 4)), b, Layout((2, 4, 5), (0, 5, 1)))
+    name, _, _, args = fake.launches[-1]
+    assert name == "matmul_int_i64" and out.size == 30 and not fake.gemms
+    assert struct.unpack_from("<qqqq", args, 24 + 2 * LAYOUT_SIZE) == (2, 3, 5, 4)
+
+
 def test_conv_transpose_and_weight_grad_gemms(fake):
     x = CudaStorage.from_numpy(np.ones((2, 4, 3, 3), np.float32))
     w = CudaStorage.from_numpy(np.ones((4, 3, 2, 2), np.float32))  # (C, O/g, kh, kw), g = 2
@@ -336,6 +358,7 @@ def test_conv_transpose_and_weight_grad_gemms(fake):
 
 
 def test_pool_and_upsample_backward_accumulate_in_f32(fake):
+    """Halves and f32 accumulate in f32, f64 in f64."""
     g = CudaStorage.from_numpy(np.ones((1, 2, 3, 3), np.float16))
     lay = Layout.contiguous((1, 2, 3, 3))
     grad = g.avg_pool2d_backward(lay, (6, 6), (2, 2), (2, 2), (0, 0), True, None)
@@ -344,7 +367,11 @@ def test_pool_and_upsample_backward_accumulate_in_f32(fake):
     assert names == ["fill_b4", "avg_pool2d_backward_f16", "cast_f32_f16"]
     g.upsample_bilinear2d_backward(lay, (2, 3), True, (None, None))
     args = [launch for launch in fake.launches if launch[0].startswith("upsample")][-1][3]
-    assert struct.unpack_from("<ffii", args, 16 + 48) == (0.5, 1.0, 1, 1)  # (2-1)/(3-1); copy
+    assert struct.unpack_from("<ddii", args, 16 + 48) == (0.5, 1.0, 1, 1)  # (2-1)/(3-1); copy
     g.adaptive_avg_pool2d_backward(lay, (5, 7))
     g.upsample_nearest2d_backward(lay, (2, 2), (None, None))
     assert fake.launches[-2][0] == "upsample_nearest2d_backward_f16"
+    wide = CudaStorage.from_numpy(np.ones((1, 2, 3, 3), np.float64))
+    grad = wide.avg_pool2d_backward(lay, (6, 6), (2, 2), (2, 2), (0, 0), True, None)
+    assert grad.dtype == "f64" and [launch[0] for launch in fake.launches[-2:]] == [
+        "fill_b8", "avg_pool2d_backward_f64"]  # fmt: skip

@@ -4,7 +4,8 @@ It lists the models in ``workbench.registry`` (model modules register themselves
 takes a weights source (hub repo id or local path), an uploaded image or a bundled sample, and a
 Run button that loads and runs the model in a worker thread, with a progress bar, then shows the
 result images with their overlays (boxes, labels, masks). Without weights, offline, it says so and
-names the hub repo and the local path to put them.
+names the hub repo and the local path to put them. An entry with a ``panel`` shows that widget
+instead (built once per gallery, kept in ``Gallery.panels``).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class Gallery:
         self.status = w.HTML()
         self._thread: threading.Thread | None = None
         self._runners: dict[tuple[str, str], object] = {}
+        self.panels: dict[str, object] = {}
         if not self.entries:
             self.status.value = (
                 "<b>No models are registered.</b> Model modules register themselves in "
@@ -132,13 +134,15 @@ class Gallery:
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.progress = w.IntProgress(value=0, min=0, max=len(_STEPS), description="")
         self.results = w.HBox()
+        self.standard = w.VBox([
+            self.weights, w.HBox([self.sample, self.upload]),
+            w.HBox([self.run_button, self.progress]), self.status, self.results,
+        ])  # fmt: skip
+        self.panel_box = w.VBox()
         self.model.observe(lambda change: self._select(change["new"]), names="value")
         self.run_button.on_click(lambda _: self.run())
         self._select(self.model.value)
-        self.box = w.VBox([
-            self.model, self.description, self.weights, w.HBox([self.sample, self.upload]),
-            w.HBox([self.run_button, self.progress]), self.status, self.results,
-        ])  # fmt: skip
+        self.box = w.VBox([self.model, self.description, self.standard, self.panel_box])
 
     # -- UI state -----------------------------------------------------------------------------
     def _select(self, name: str) -> None:
@@ -152,6 +156,15 @@ class Gallery:
         self.status.value = ""
         self.results.children = ()
         self.progress.value = 0
+        if entry.panel is not None:
+            if name not in self.panels:
+                self.panels[name] = entry.panel(entry)
+            panel = self.panels[name]
+            self.panel_box.children = (getattr(panel, "box", panel),)
+            self.standard.layout.display = "none"
+        else:
+            self.panel_box.children = ()
+            self.standard.layout.display = None
 
     def _image(self, entry: registry.Entry) -> np.ndarray:
         uploaded = self.upload.value

@@ -33,9 +33,10 @@ batch      Q8_0 QMatMul / int8    Q4_0 QMatMul / int8    f32 matmul
 64         55.3 / 788             86.4 / 847             33.0
 =========  =====================  =====================  ====================
 
-Inference only: the result carries no autograd history. Host only: W lives in host memory
-and a Tensor input on another device is computed on the CPU and moved back (a ``qmatmul``
-storage method for the GPU backends is future work).
+Inference only: the result carries no autograd history. On another device, the raw blocks
+are copied there once (kept per device) and the backend's ``qmatmul`` storage method runs the
+product (CUDA: a quantized matvec for one Q4_0/Q8_0 vector, else W expanded on the device and
+one cuBLAS product); a device or block type without one computes on the CPU and moves back.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ import numpy as np
 
 from .. import dtype as dt
 from ..backends.cpu import ggml
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, UnsupportedOnDevice
+from ..ops._helpers import new
 from ..tensor import Tensor
 from .qtensor import QTensor
 
@@ -72,6 +74,7 @@ class QMatMul:
         self.weight = weight
         self.tile_rows = tile_rows
         self._dense: np.ndarray | None = None
+        self._on_device: dict = {}  # Device -> the raw blocks (or dense weight) there
         if weight.ggml_dtype.name == "F32":
             self._dense = weight.dequantize_numpy()  # a plain copy; nothing to decode per call
 
@@ -82,11 +85,7 @@ class QMatMul:
     def matmul_numpy(self, x: np.ndarray) -> np.ndarray:
         """``x (..., K) @ W.T`` for a float32 numpy ``x``; returns float32 ``(..., N)``."""
         n, k = self.weight.shape
-        if x.shape[-1:] != (k,):
-            raise ShapeError(
-                f"QMatMul: x of shape {list(x.shape)} does not match weight {list(self.shape)} "
-                f"(expected last dimension {k})"
-            )
+        self._check_input(x.shape)
         lead = x.shape[:-1]
         x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, k)
         if self._dense is not None:
@@ -133,6 +132,11 @@ class QMatMul:
 
             if not x.dtype.is_floating_point:
                 raise DTypeError(f"QMatMul: expected a float input, found {x.dtype}")
+            if x.device.kind != "cpu":
+                try:
+                    return self._forward_on_device(x)
+                except UnsupportedOnDevice:
+                    pass  # this device has no product for this block type: the CPU path
             y = self.matmul_numpy(x.to_dtype(dt.f32).numpy())
             out = from_numpy(y)
             if x.dtype is not dt.f32:
@@ -143,6 +147,32 @@ class QMatMul:
         return y.astype(arr.dtype) if arr.dtype in (np.float16, np.float64) else y
 
     __call__ = forward
+
+    def _check_input(self, shape: tuple[int, ...]) -> None:
+        k = self.weight.shape[1]
+        if tuple(shape[-1:]) != (k,):
+            raise ShapeError(
+                f"QMatMul: x of shape {list(shape)} does not match weight {list(self.shape)} "
+                f"(expected last dimension {k})"
+            )
+
+    def _forward_on_device(self, x: Tensor) -> Tensor:
+        n, k = self.weight.shape
+        self._check_input(x.shape)
+        from ..ops.creation import from_numpy
+
+        stored = self._on_device.get(x.device)
+        if stored is None:
+            host = self._dense if self._dense is not None else self.weight.data.reshape(-1)
+            stored = self._on_device[x.device] = from_numpy(host).to(x.device)
+        if self._dense is not None:
+            return x @ stored.to_dtype(x.dtype).t()
+        compute = x if x.dtype in (dt.f32, dt.f16, dt.bf16) else x.to_dtype(dt.f32)
+        storage = compute._storage.qmatmul(
+            compute._layout, stored._storage, self.weight.ggml_dtype.name, n, k
+        )
+        out = new(storage, (*x.shape[:-1], n), compute.dtype, x.device)
+        return out if out.dtype is x.dtype else out.to_dtype(x.dtype)
 
     def __repr__(self) -> str:
         return f"QMatMul({self.weight!r})"

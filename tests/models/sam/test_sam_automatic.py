@@ -16,6 +16,7 @@ from workbench.models.sam.automatic import (
     mask_to_box,
     nms,
     point_grid,
+    remove_small_regions,
     stability_score,
 )
 
@@ -28,9 +29,14 @@ def golden(sam_model, sam_golden):
 @pytest.mark.parametrize("case", list(AMG_CASES))
 def test_generate_matches_reference(golden, case):
     sam, g = golden
-    layers, box_nms, crop_nms = AMG_CASES[case]
+    layers, box_nms, crop_nms, min_area = AMG_CASES[case]
     gen = SamAutomaticMaskGenerator(
-        sam, **AMG, crop_n_layers=layers, box_nms_thresh=box_nms, crop_nms_thresh=crop_nms
+        sam,
+        **AMG,
+        crop_n_layers=layers,
+        box_nms_thresh=box_nms,
+        crop_nms_thresh=crop_nms,
+        min_mask_region_area=min_area,
     )
     anns = gen.generate(g["image.0"].astype(np.uint8))
     assert len(anns) == len(g[f"{case}.area"])
@@ -64,3 +70,33 @@ def test_stability_mask_box_nms():
     np.testing.assert_array_equal(mask_to_box(logits > 0), [[2, 1, 4, 2], [0, 0, 0, 0]])
     boxes = np.array([[0, 0, 10, 10], [1, 1, 10, 10], [20, 20, 30, 30]], float)
     np.testing.assert_array_equal(nms(boxes, np.array([0.5, 0.9, 0.1]), 0.5), [1, 2])
+
+
+def test_remove_small_regions():
+    m = np.zeros((6, 8), bool)
+    m[0:4, 0:5] = True
+    m[1, 1] = False  # a 1-pixel hole
+    m[5, 7] = True  # a 1-pixel island
+    m[4, 5] = True  # touches the big region diagonally: 8-connected, so not an island
+    holes, changed = remove_small_regions(m, 2, "holes")
+    assert changed and holes[1, 1] and holes.sum() == m.sum() + 1
+    islands, changed = remove_small_regions(m, 2, "islands")
+    assert changed and not islands[5, 7] and islands[4, 5] and islands.sum() == m.sum() - 1
+    same, changed = remove_small_regions(m, 1, "islands")
+    assert not changed and same is m
+    # every island small: the largest stays
+    tiny = np.zeros((5, 5), bool)
+    tiny[0, 0] = tiny[3, 3] = tiny[3, 4] = True
+    kept, changed = remove_small_regions(tiny, 10, "islands")
+    assert changed and kept.sum() == 2 and kept[3, 3] and kept[3, 4]
+    with pytest.raises(ValueError, match="holes"):
+        remove_small_regions(m, 2, "both")
+
+
+def test_min_area_needs_scipy(golden, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "scipy", None)  # import scipy -> ImportError
+    with pytest.raises(ImportError, match="pip install scipy"):
+        SamAutomaticMaskGenerator(golden[0], min_mask_region_area=10)
+    SamAutomaticMaskGenerator(golden[0])  # not needed without the cleanup

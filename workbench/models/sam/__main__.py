@@ -33,7 +33,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--auto", action="store_true", help="automatic masks for everything")
     p.add_argument("--single", action="store_true", help="one mask instead of three")
     p.add_argument("--weights", default=None, help="a .safetensors file or hub repo id")
-    p.add_argument("--which", default="vit_b", help="vit_b, vit_l, vit_h (hub file)")
+    p.add_argument("--which", default="vit_b", help="hub file: vit_b, mobile_sam")
     p.add_argument("--points-per-side", type=int, default=32, help="grid for --auto")
     p.add_argument("--device", default=None, help="cpu, cuda, metal")
     p.add_argument("--output-dir", default=None, help="where to write (default: next to IMAGE)")

@@ -8,7 +8,10 @@ points of an ``n×n`` grid each give 3 masks; kept are those whose predicted IoU
 ``pred_iou_thresh`` and whose stability score (IoU of the mask thresholded at ±offset around
 0) is at least ``stability_score_thresh``; boxes that duplicate one another (IoU >
 ``box_nms_thresh``) are removed with NMS, first inside a crop (by predicted IoU), then across
-crops (smaller crops win).
+crops (smaller crops win). With ``min_mask_region_area`` > 0, each mask then loses its
+holes and islands (8-connected) smaller than that many pixels, and NMS (IoU > max(box, crop
+thresholds)) runs again on the new boxes, preferring masks that did not change; this step
+needs scipy (``pip install scipy``).
 """
 
 from __future__ import annotations
@@ -89,9 +92,36 @@ def _near_edge(boxes, crop, image_wh, atol: float = 20.0) -> np.ndarray:
     return (near_crop & ~near_image).any(1)
 
 
+def remove_small_regions(mask: np.ndarray, area: float, mode: str) -> tuple[np.ndarray, bool]:
+    """(H, W) bool mask without its 8-connected ``"holes"`` (background regions) or
+    ``"islands"`` (foreground regions) of fewer than ``area`` pixels; if every island is
+    small, the largest stays. Returns (mask, whether it changed). Needs scipy."""
+    if mode not in ("holes", "islands"):
+        raise ValueError(f"remove_small_regions: mode must be 'holes' or 'islands', not {mode!r}")
+    try:
+        from scipy import ndimage
+    except ImportError:
+        raise ImportError(
+            "SamAutomaticMaskGenerator: min_mask_region_area > 0 needs scipy "
+            "(pip install scipy) for connected components"
+        ) from None
+    holes = mode == "holes"
+    work = mask != holes  # the regions to look at: background for holes, else foreground
+    labels, n = ndimage.label(work, structure=np.ones((3, 3), bool))
+    sizes = np.bincount(labels.ravel(), minlength=n + 1)[1:]
+    small = sizes < area
+    if not small.any():
+        return mask, False
+    if holes:
+        return mask | small[labels - 1] & (labels > 0), True
+    keep = ~small
+    if not keep.any():
+        keep[np.argmax(sizes)] = True
+    return keep[labels - 1] & (labels > 0), True
+
+
 class SamAutomaticMaskGenerator:
-    """Masks for everything in an image (SAM's automatic mask generation, without the
-    small-region cleanup)."""
+    """Masks for everything in an image (SAM's automatic mask generation)."""
 
     def __init__(
         self,
@@ -106,6 +136,7 @@ class SamAutomaticMaskGenerator:
         crop_nms_thresh: float = 0.7,
         crop_overlap_ratio: float = 512 / 1500,
         crop_n_points_downscale_factor: int = 1,
+        min_mask_region_area: int = 0,
     ):
         self.predictor = SamPredictor(model)
         self.points_per_side = points_per_side
@@ -118,6 +149,9 @@ class SamAutomaticMaskGenerator:
         self.crop_nms_thresh = crop_nms_thresh
         self.crop_overlap_ratio = crop_overlap_ratio
         self.crop_n_points_downscale_factor = crop_n_points_downscale_factor
+        self.min_mask_region_area = min_mask_region_area
+        if min_mask_region_area > 0:  # fail now rather than after the model ran
+            remove_small_regions(np.zeros((1, 1), bool), 0, "holes")
 
     def generate(self, image: np.ndarray) -> list[dict]:
         """(H, W, 3) RGB -> list (in NMS order: best predicted IoU first) of dicts:
@@ -137,12 +171,18 @@ class SamAutomaticMaskGenerator:
                 [(f["crop"][2] - f["crop"][0]) * (f["crop"][3] - f["crop"][1]) for f in found]
             )
             found = [found[i] for i in nms(bx, 1.0 / crop_area, self.crop_nms_thresh)]
-        out = []
+        segs = []
         for f in found:
-            x0, y0, x1, y1 = (int(v) for v in f["box"])
             cx0, cy0, cx1, cy1 = f["crop"]
             seg = np.zeros((h, w), bool)
             seg[cy0:cy1, cx0:cx1] = f["mask"]
+            segs.append(seg)
+        if self.min_mask_region_area > 0:
+            found, segs = self._remove_small_regions(found, segs)
+        out = []
+        for f, seg in zip(found, segs, strict=True):
+            x0, y0, x1, y1 = (int(v) for v in f["box"])
+            cx0, cy0, cx1, cy1 = f["crop"]
             out.append(
                 {
                     "segmentation": seg,
@@ -155,6 +195,21 @@ class SamAutomaticMaskGenerator:
                 }
             )
         return out
+
+    def _remove_small_regions(self, found: list[dict], segs: list[np.ndarray]):
+        """Fill small holes, drop small islands, then NMS on the new boxes with the
+        unchanged masks first (score 1, changed ones 0)."""
+        area = self.min_mask_region_area
+        changed = []
+        for i, seg in enumerate(segs):
+            segs[i], holes = remove_small_regions(seg, area, "holes")
+            segs[i], islands = remove_small_regions(segs[i], area, "islands")
+            changed.append(holes or islands)
+        boxes = mask_to_box(np.stack(segs))
+        scores = 1.0 - np.array(changed, np.float64)
+        keep = nms(boxes, scores, max(self.box_nms_thresh, self.crop_nms_thresh))
+        kept = [{**found[i], "box": boxes[i]} if changed[i] else found[i] for i in keep]
+        return kept, [segs[i] for i in keep]
 
     def _crop(self, image: np.ndarray, crop, layer: int) -> list[dict]:
         x0, y0, x1, y1 = crop

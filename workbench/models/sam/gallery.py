@@ -1,8 +1,9 @@
 """Gallery entries (``wb.gallery()``) and click-to-segment.
 
-Registered when imported: ``sam-vit-b`` (every automatic mask) and ``sam-vit-b-point`` (the
-masks for a point at the image centre); weights from candle's ``lmz/candle-sam`` or a local
-file. For mouse prompts in a notebook::
+Registered when imported: ``sam-vit-b`` (every automatic mask), ``sam-vit-b-point`` (the
+masks for a point at the image centre) and ``mobile-sam-point`` (the same with MobileSAM's
+TinyViT encoder); weights from candle's ``lmz/candle-sam`` or a local file. For mouse
+prompts in a notebook::
 
     %matplotlib widget                      # ipympl: figures that receive clicks
     session = ClickSegmenter(predictor, image)
@@ -142,11 +143,15 @@ def _sample() -> np.ndarray:
     return image
 
 
-def _load_runner(weights: str) -> _Runner:
+def _load_runner(weights: str, which: str = "vit_b") -> _Runner:
     try:
-        return _Runner(load(weights, "vit_b"))
+        return _Runner(load(weights, which))
     except (FileNotFoundError, OSError) as e:
         raise registry.WeightsNotFound(str(e)) from e
+
+
+def _load_mobile(weights: str) -> _Runner:
+    return _load_runner(weights, "mobile_sam")
 
 
 def run_auto(runner: _Runner, image, points_per_side: int = 16) -> registry.Result:
@@ -195,6 +200,19 @@ registry.register(
         local_path=_LOCAL,
         samples={"synthetic": _sample},
         load=_load_runner,
+        run=run_point,
+        options={"x": 0.5, "y": 0.5},
+    ),
+)
+registry.register(
+    "mobile-sam-point",
+    registry.Entry(
+        display_name="MobileSAM (point)",
+        description="MobileSAM: SAM's decoder on a TinyViT encoder (about 6M parameters).",
+        weights=HUB_REPO,
+        local_path=os.path.join("~", ".cache", "workbench", HUB_FILES["mobile_sam"]),
+        samples={"synthetic": _sample},
+        load=_load_mobile,
         run=run_point,
         options={"x": 0.5, "y": 0.5},
     ),

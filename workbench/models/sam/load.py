@@ -2,7 +2,11 @@
 candle's hub repo ``lmz/candle-sam``; the config is read off the tensor shapes.
 
     sam = load("lmz/candle-sam")                     # sam_vit_b_01ec64.safetensors
+    sam = load("lmz/candle-sam", which="mobile_sam")  # mobile_sam-tiny-vitt.safetensors
     sam = load("~/sam_vit_h.safetensors")            # converted official checkpoint
+
+MobileSAM weights (TinyViT names, ``image_encoder.layers.*``) build a ``Sam`` with the TinyViT
+encoder.
 
 An official ``.pth`` converts with ``convert_checkpoint(pth, out)`` (needs torch).
 """
@@ -24,20 +28,67 @@ from .model import Sam, SamConfig
 HUB_REPO = "lmz/candle-sam"
 HUB_FILES = {
     "vit_b": "sam_vit_b_01ec64.safetensors",
-    "tiny_vit": "mobile_sam-tiny-vitt.safetensors",
+    "mobile_sam": "mobile_sam-tiny-vitt.safetensors",
+    "tiny_vit": "mobile_sam-tiny-vitt.safetensors",  # the same file, by its encoder's name
 }
+
+
+def _indices(shapes, pattern: str) -> list[int]:
+    """Sorted distinct integers captured by ``pattern`` (one group) over the names."""
+    return sorted({int(m.group(1)) for k in shapes if (m := re.match(pattern, k))})
+
+
+def _infer_tiny_vit(shapes: Mapping[str, tuple[int, ...]]):
+    """A ``TinyViTConfig`` from MobileSAM's encoder names (``image_encoder.layers.*``)."""
+    from .tiny_vit import TinyViTConfig
+
+    def need(name: str) -> tuple[int, ...]:
+        if name not in shapes:
+            raise KeyError(f"MobileSAM (TinyViT) weights without {name}")
+        return shapes[name]
+
+    pre = "image_encoder.layers"
+    stages = _indices(shapes, rf"{pre}\.(\d+)\.")
+    if stages != list(range(len(stages))) or len(stages) < 2:
+        raise KeyError(f"MobileSAM (TinyViT) weights: stages {stages} under {pre}, need 0, 1, ...")
+    need("image_encoder.patch_embed.seq.0.c.weight")
+    depths = tuple(len(_indices(shapes, rf"{pre}\.{i}\.blocks\.(\d+)\.")) for i in stages)
+    hidden, d0 = need(f"{pre}.0.blocks.0.conv1.c.weight")[:2]
+    dims, heads, windows = [d0], [], []
+    for i in stages[1:]:
+        blk = f"{pre}.{i}.blocks.0"
+        dims.append(need(f"{blk}.attn.qkv.weight")[1])
+        nh, n_off = need(f"{blk}.attn.attention_biases")
+        heads.append(nh)
+        windows.append(round(n_off**0.5))
+    # stage 0 (convolutions) has no attention: MobileSAM's values (d0/32 heads, stage 1's window)
+    heads.insert(0, max(d0 // 32, 1))
+    windows.insert(0, windows[0])
+    blk = f"{pre}.1.blocks.0"
+    return TinyViTConfig(
+        embed_dims=tuple(dims),
+        depths=depths,
+        num_heads=tuple(heads),
+        window_sizes=tuple(windows),
+        mlp_ratio=need(f"{blk}.mlp.fc1.weight")[0] / dims[1],
+        mbconv_expand_ratio=hidden / d0,
+        local_conv_size=need(f"{blk}.local_conv.c.weight")[-1],
+    )
 
 
 def infer_config(shapes: Mapping[str, tuple[int, ...]], **overrides) -> SamConfig:
     """A ``SamConfig`` from tensor shapes (official names). Attention head counts do not show
     in the shapes: the encoder's come from ``rel_pos`` (head dim), the decoder's default to
-    8 (pass ``decoder_heads=`` otherwise)."""
+    8 (pass ``decoder_heads=`` otherwise). MobileSAM's TinyViT names give ``tiny_vit`` (its
+    head counts are the rows of ``attention_biases``); the image size does not show in
+    them: 1024 unless ``img_size=`` is passed."""
     if "image_encoder.patch_embed.proj.weight" not in shapes:
         if any(k.startswith("image_encoder.layers.") for k in shapes):
-            raise NotImplementedError(
-                "these are MobileSAM (TinyViT) weights; only SAM's ViT encoders are implemented"
-            )
-        raise KeyError("not SAM weights: no image_encoder.patch_embed.proj.weight")
+            return replace(_infer_decoder(shapes, tiny_vit=_infer_tiny_vit(shapes)), **overrides)
+        raise KeyError(
+            "not SAM weights: no image_encoder.patch_embed.proj.weight (SAM's ViT) or "
+            "image_encoder.patch_embed.seq.0.c.weight (MobileSAM's TinyViT)"
+        )
     d, _, p, _ = shapes["image_encoder.patch_embed.proj.weight"]
     e = shapes["image_encoder.pos_embed"][1]
     blocks = {
@@ -47,12 +98,8 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], **overrides) -> SamConfi
     rel = [shapes[f"image_encoder.blocks.{i}.attn.rel_pos_h"] for i in range(depth)]
     global_idx = tuple(i for i, r in enumerate(rel) if r[0] == 2 * e - 1)
     windowed = [r[0] for r in rel if r[0] != 2 * e - 1]
-    layers = {
-        int(m.group(1))
-        for k in shapes
-        if (m := re.match(r"mask_decoder\.transformer\.layers\.(\d+)\.", k))
-    }
-    cfg = SamConfig(
+    cfg = _infer_decoder(
+        shapes,
         embed_dim=d,
         depth=depth,
         num_heads=d // rel[0][1],
@@ -61,13 +108,21 @@ def infer_config(shapes: Mapping[str, tuple[int, ...]], **overrides) -> SamConfi
         patch_size=p,
         window_size=(windowed[0] + 1) // 2 if windowed else 0,
         mlp_ratio=shapes["image_encoder.blocks.0.mlp.lin1.weight"][0] / d,
+    )
+    return replace(cfg, **overrides)
+
+
+def _infer_decoder(shapes: Mapping[str, tuple[int, ...]], **encoder) -> SamConfig:
+    """The neck, prompt encoder and mask decoder sizes, plus the given encoder fields."""
+    layers = _indices(shapes, r"mask_decoder\.transformer\.layers\.(\d+)\.")
+    return SamConfig(
+        **encoder,
         prompt_embed_dim=shapes["image_encoder.neck.0.weight"][0],
         mask_in_chans=shapes["prompt_encoder.mask_downscaling.3.weight"][0],
         decoder_depth=max(layers) + 1,
         decoder_mlp_dim=shapes["mask_decoder.transformer.layers.0.mlp.lin1.weight"][0],
         iou_head_hidden_dim=shapes["mask_decoder.iou_prediction_head.layers.0.weight"][0],
     )
-    return replace(cfg, **overrides)
 
 
 def load_weights(weights, which: str = "vit_b") -> Mapping[str, Any]:
@@ -93,7 +148,8 @@ def load_weights(weights, which: str = "vit_b") -> Mapping[str, Any]:
 
 
 def load(weights=HUB_REPO, which: str = "vit_b", dtype=None, device=None, **overrides) -> Sam:
-    """A ``Sam`` from ``weights`` (see ``load_weights``); ``overrides`` go to the config."""
+    """A ``Sam`` from ``weights`` (see ``load_weights``; ``which`` picks the hub file:
+    ``vit_b`` or ``mobile_sam``); ``overrides`` go to the config."""
     tensors = load_weights(weights, which)
     cfg = infer_config({k: tuple(v.shape) for k, v in tensors.items()}, **overrides)
     return Sam(nn.VarBuilder.from_dict(tensors, dtype=dtype, device=device), cfg)

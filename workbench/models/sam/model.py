@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ... import nn
 from ...ops import creation, elementwise, fused, pool, shape
 from ...tensor import Tensor
+
+if TYPE_CHECKING:
+    from .tiny_vit import TinyViTConfig
 
 PIXEL_MEAN = (123.675, 116.28, 103.53)
 PIXEL_STD = (58.395, 57.12, 57.375)
@@ -41,7 +45,9 @@ MASK_THRESHOLD = 0.0
 
 @dataclass(frozen=True)
 class SamConfig:
-    """Sizes of a SAM; ``vit_b`` / ``vit_l`` / ``vit_h`` are the published ones."""
+    """Sizes of a SAM; ``vit_b`` / ``vit_l`` / ``vit_h`` are the published ones,
+    ``mobile_sam`` MobileSAM (a TinyViT image encoder, ``tiny_vit``, in place of the ViT,
+    whose fields are then unused; the same prompt encoder and mask decoder)."""
 
     embed_dim: int = 768
     depth: int = 12
@@ -57,21 +63,28 @@ class SamConfig:
     decoder_heads: int = 8
     decoder_mlp_dim: int = 2048
     iou_head_hidden_dim: int = 256
+    tiny_vit: TinyViTConfig | None = None
 
     @classmethod
     def variant(cls, which: str) -> SamConfig:
+        if which == "mobile_sam":
+            from .tiny_vit import TinyViTConfig
+
+            return cls(tiny_vit=TinyViTConfig())
         table = {
             "vit_b": cls(768, 12, 12, (2, 5, 8, 11)),
             "vit_l": cls(1024, 24, 16, (5, 11, 17, 23)),
             "vit_h": cls(1280, 32, 16, (7, 15, 23, 31)),
         }
         if which not in table:
-            raise ValueError(f"SAM variant must be one of {', '.join(table)}, found {which!r}")
+            raise ValueError(
+                f"SAM variant must be one of {', '.join(table)}, mobile_sam, found {which!r}"
+            )
         return table[which]
 
     @property
     def embed_size(self) -> int:
-        """E: side of the image embedding grid."""
+        """E: side of the image embedding grid (TinyViT's stride is 16 too)."""
         return self.img_size // self.patch_size
 
 
@@ -540,13 +553,18 @@ class MaskDecoder(nn.Module):
 
 # -- the whole model ---------------------------------------------------------------------------
 class Sam(nn.Module):
-    """Image encoder + prompt encoder + mask decoder (``image_encoder.*``, ``prompt_encoder.*``,
-    ``mask_decoder.*``)."""
+    """Image encoder (SAM's ViT, or MobileSAM's TinyViT when ``cfg.tiny_vit``) + prompt
+    encoder + mask decoder (``image_encoder.*``, ``prompt_encoder.*``, ``mask_decoder.*``)."""
 
     def __init__(self, vb: nn.VarBuilder, cfg: SamConfig | None = None):
         super().__init__()
         self.cfg = cfg = cfg or SamConfig()
-        self.image_encoder = ImageEncoderViT(vb.pp("image_encoder"), cfg)
+        if cfg.tiny_vit is not None:
+            from .tiny_vit import TinyViT
+
+            self.image_encoder = TinyViT(vb.pp("image_encoder"), cfg.tiny_vit, cfg.prompt_embed_dim)
+        else:
+            self.image_encoder = ImageEncoderViT(vb.pp("image_encoder"), cfg)
         self.prompt_encoder = PromptEncoder(vb.pp("prompt_encoder"), cfg)
         self.mask_decoder = MaskDecoder(vb.pp("mask_decoder"), cfg)
 
