@@ -44,16 +44,18 @@ CONFIGS = {
 
 
 def _diffusers_unet_class():
-    blocked = "torchvision" not in sys.modules
-    if blocked:
-        sys.modules["torchvision"] = None  # its failed import makes diffusers skip it
+    # its failed import makes diffusers skip torchvision (also over another module's stub)
+    previous = sys.modules.get("torchvision")
+    sys.modules["torchvision"] = None
     try:
         from diffusers.models.unets.unet_2d_condition import UNet2DConditionModel
     except ImportError as e:
         raise Skip(f"diffusers is not installed ({e})") from e
     finally:
-        if blocked:
+        if previous is None:
             del sys.modules["torchvision"]
+        else:
+            sys.modules["torchvision"] = previous
     return UNet2DConditionModel
 
 

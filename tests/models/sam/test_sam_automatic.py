@@ -91,12 +91,3 @@ def test_remove_small_regions():
     assert changed and kept.sum() == 2 and kept[3, 3] and kept[3, 4]
     with pytest.raises(ValueError, match="holes"):
         remove_small_regions(m, 2, "both")
-
-
-def test_min_area_needs_scipy(golden, monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "scipy", None)  # import scipy -> ImportError
-    with pytest.raises(ImportError, match="pip install scipy"):
-        SamAutomaticMaskGenerator(golden[0], min_mask_region_area=10)
-    SamAutomaticMaskGenerator(golden[0])  # not needed without the cleanup

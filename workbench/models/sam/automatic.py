@@ -10,8 +10,7 @@ points of an ``n×n`` grid each give 3 masks; kept are those whose predicted IoU
 ``box_nms_thresh``) are removed with NMS, first inside a crop (by predicted IoU), then across
 crops (smaller crops win). With ``min_mask_region_area`` > 0, each mask then loses its
 holes and islands (8-connected) smaller than that many pixels, and NMS (IoU > max(box, crop
-thresholds)) runs again on the new boxes, preferring masks that did not change; this step
-needs scipy (``pip install scipy``).
+thresholds)) runs again on the new boxes, preferring masks that did not change.
 """
 
 from __future__ import annotations
@@ -95,16 +94,11 @@ def _near_edge(boxes, crop, image_wh, atol: float = 20.0) -> np.ndarray:
 def remove_small_regions(mask: np.ndarray, area: float, mode: str) -> tuple[np.ndarray, bool]:
     """(H, W) bool mask without its 8-connected ``"holes"`` (background regions) or
     ``"islands"`` (foreground regions) of fewer than ``area`` pixels; if every island is
-    small, the largest stays. Returns (mask, whether it changed). Needs scipy."""
+    small, the largest stays. Returns (mask, whether it changed)."""
     if mode not in ("holes", "islands"):
         raise ValueError(f"remove_small_regions: mode must be 'holes' or 'islands', not {mode!r}")
-    try:
-        from scipy import ndimage
-    except ImportError:
-        raise ImportError(
-            "SamAutomaticMaskGenerator: min_mask_region_area > 0 needs scipy "
-            "(pip install scipy) for connected components"
-        ) from None
+    from scipy import ndimage
+
     holes = mode == "holes"
     work = mask != holes  # the regions to look at: background for holes, else foreground
     labels, n = ndimage.label(work, structure=np.ones((3, 3), bool))
@@ -150,8 +144,6 @@ class SamAutomaticMaskGenerator:
         self.crop_overlap_ratio = crop_overlap_ratio
         self.crop_n_points_downscale_factor = crop_n_points_downscale_factor
         self.min_mask_region_area = min_mask_region_area
-        if min_mask_region_area > 0:  # fail now rather than after the model ran
-            remove_small_regions(np.zeros((1, 1), bool), 0, "holes")
 
     def generate(self, image: np.ndarray) -> list[dict]:
         """(H, W, 3) RGB -> list (in NMS order: best predicted IoU first) of dicts:
