@@ -98,6 +98,17 @@ class LayerNorm2d(nn.LayerNorm):
         return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
+def neck(vb, in_channels: int, out_channels: int) -> nn.Sequential:
+    """The encoders' neck to the prompt width: conv 1×1, LayerNorm2d, conv 3×3, LayerNorm2d
+    (convs without bias), under ``neck.0`` .. ``neck.3``."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, 1, bias=False, vb=vb.pp(0)),
+        LayerNorm2d(out_channels, vb=vb.pp(1)),
+        nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False, vb=vb.pp(2)),
+        LayerNorm2d(out_channels, vb=vb.pp(3)),
+    )
+
+
 # -- image encoder -----------------------------------------------------------------------------
 def _rel_index(n: int, h: int, w: int, axis: str) -> np.ndarray:
     """Gather index (n, h, w, h or w) into the 2L-1 relative offsets: i - k + L - 1 along
@@ -259,13 +270,7 @@ class ImageEncoderViT(nn.Module):
                 for i in range(cfg.depth)
             ]
         )
-        n, c = vb.pp("neck"), cfg.prompt_embed_dim
-        self.neck = nn.Sequential(
-            nn.Conv2d(d, c, 1, bias=False, vb=n.pp(0)),
-            LayerNorm2d(c, vb=n.pp(1)),
-            nn.Conv2d(c, c, 3, padding=1, bias=False, vb=n.pp(2)),
-            LayerNorm2d(c, vb=n.pp(3)),
-        )
+        self.neck = neck(vb.pp("neck"), d, cfg.prompt_embed_dim)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.patch_embed(x) + self.pos_embed

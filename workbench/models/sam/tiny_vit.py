@@ -37,7 +37,7 @@ import numpy as np
 from ... import nn
 from ...ops import creation, elementwise, fused, shape
 from ...tensor import Tensor
-from .model import LayerNorm2d, window_partition, window_unpartition
+from .model import neck, window_partition, window_unpartition
 
 BN_EPS = 1e-5
 
@@ -259,13 +259,7 @@ class TinyViT(nn.Module):
                 else None
             )
             self.layers.append(Stage(mods, down))
-        n, d = vb.pp("neck"), dims[-1]
-        self.neck = nn.Sequential(
-            nn.Conv2d(d, out_chans, 1, bias=False, vb=n.pp(0)),
-            LayerNorm2d(out_chans, vb=n.pp(1)),
-            nn.Conv2d(out_chans, out_chans, 3, padding=1, bias=False, vb=n.pp(2)),
-            LayerNorm2d(out_chans, vb=n.pp(3)),
-        )
+        self.neck = neck(vb.pp("neck"), dims[-1], out_chans)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.patch_embed(x)

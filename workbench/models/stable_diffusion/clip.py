@@ -33,6 +33,7 @@ from ... import nn
 from ...errors import DTypeError, ShapeError
 from ...ops import creation, elementwise, fused
 from ...tensor import Tensor
+from .load import config_dict
 
 ACTIVATIONS = ("quick_gelu", "gelu", "gelu_new", "gelu_pytorch_tanh")
 _ID_DTYPES = (dt.i64, dt.i32, dt.u32, dt.i16)
@@ -77,13 +78,7 @@ class ClipTextConfig:
         """From transformers' ``config.json`` (a path, its folder, or the parsed dict; a full
         ``CLIPConfig``'s ``text_config`` too). Missing keys take transformers' defaults;
         unknown keys are ignored."""
-        if isinstance(source, dict):
-            raw = source
-        else:
-            path = Path(os.path.expanduser(str(source)))
-            if path.is_dir():
-                path = path / "config.json"
-            raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = config_dict(source)
         raw = raw.get("text_config", raw)
         values = {**_TRANSFORMERS_DEFAULTS}
         values.update({f.name: raw[f.name] for f in fields(cls) if f.name in raw})

@@ -189,6 +189,17 @@ def resolve_vae(repo_or_dir: str | os.PathLike, revision: str | None = None) -> 
     return folder
 
 
+def config_dict(source: str | os.PathLike | dict, name: str = "config.json") -> dict:
+    """A parsed config: ``source`` itself when it is a dict, else the JSON file at ``source``
+    (a folder means its ``name``)."""
+    if isinstance(source, dict):
+        return source
+    path = Path(os.path.expanduser(str(source)))
+    if path.is_dir():
+        path = path / name
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def read_json(path: Path) -> dict:
     try:
         return json.loads(Path(path).read_text())

@@ -21,7 +21,6 @@ sinusoidal features are computed in f32 on the host, as diffusers does. Load a d
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, fields
@@ -34,6 +33,7 @@ from ... import nn
 from ...errors import ShapeError
 from ...ops import creation, elementwise, shape
 from ...tensor import Tensor
+from .load import config_dict
 from .unet_blocks import DownBlock, Linear, MidBlock, UpBlock
 
 __all__ = ["SDXL_BASE", "UNet2DConditionModel", "UNetConfig"]
@@ -147,11 +147,7 @@ class UNetConfig:
         """From diffusers' ``config.json`` (a path, a folder holding it, or the dict).
         Keys this class does not use are ignored unless they ask for something it does not
         implement (a class embedding, a different resnet time conditioning, ...)."""
-        if not isinstance(source, dict):
-            path = Path(os.path.expanduser(str(source)))
-            if path.is_dir():
-                path = path / "config.json"
-            source = json.loads(path.read_text())
+        source = config_dict(source)
         for key, default in _UNSUPPORTED.items():
             value = source.get(key, default)
             values = value if isinstance(value, list | tuple) else [value]  # per block

@@ -24,10 +24,8 @@ f16 (``force_upcast=False``).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +34,7 @@ from ... import nn
 from ...errors import ShapeError
 from ...ops import creation, elementwise, fused, pool, shape
 from ...tensor import Tensor
+from .load import config_dict
 
 __all__ = [
     "SDXL_VAE", "SDXL_VAE_FP16_FIX", "AutoencoderKL", "DiagonalGaussian", "VaeConfig",
@@ -77,13 +76,7 @@ class VaeConfig:
     @classmethod
     def from_json(cls, path_or_dict: str | os.PathLike | dict[str, Any]) -> VaeConfig:
         """From diffusers' ``config.json`` (a path, a folder holding it, or the dict)."""
-        if isinstance(path_or_dict, dict):
-            raw = path_or_dict
-        else:
-            path = Path(os.path.expanduser(str(path_or_dict)))
-            if path.is_dir():
-                path = path / "config.json"
-            raw = json.loads(path.read_text())
+        raw = config_dict(path_or_dict)
         if raw.get("_class_name", "AutoencoderKL") != "AutoencoderKL":
             raise ValueError(
                 f"VaeConfig: expected an AutoencoderKL config, found {raw['_class_name']}"
