@@ -64,7 +64,12 @@ def _gelu_erf_f32(x: np.ndarray) -> np.ndarray:
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
-    return x * special.expit(x)
+    """x σ(x) = x / (1 + exp(-x)): about twice as fast as ``x * expit(x)`` (exp overflows to
+    inf for x < -88 in f32, giving -0, as PyTorch)."""
+    out = np.negative(x)
+    np.exp(out, out=out)
+    out += 1
+    return np.divide(x, out, out=out)
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
