@@ -121,33 +121,25 @@ WB_ALL_DTYPES(INST_LOGICAL_NOT)
     K(logical_or, (a != (C)0) || (b != (C)0), name, T)                              \
     K(logical_xor, (a != (C)0) != (b != (C)0), name, T)
 
-#define BINARY_KERNEL(op, expr, name, T)                                            \
+// Binary kernels store their result as O: T for arithmetic, wb_bool for the logical ops.
+#define BINARY_KERNEL_TO(op, expr, name, T, O)                                      \
     extern "C" __global__ void binary_##op##_##name(                                \
-        T* __restrict__ out, const T* __restrict__ pa, const T* __restrict__ pb,    \
+        O* __restrict__ out, const T* __restrict__ pa, const T* __restrict__ pb,    \
         long long n, Layout la, Layout lb) {                                        \
         typedef Acc<T>::type C;                                                     \
         WB_LOOP(i, n) {                                                             \
             C a = wb_load(pa[wb_offset(la, i)]);                                    \
             C b = wb_load(pb[wb_offset(lb, i)]);                                    \
-            out[i] = Store<T>::from(expr);                                          \
+            out[i] = Store<O>::from(expr);                                          \
         }                                                                           \
     }
-#define BOOL_BINARY_KERNEL(op, expr, name, T)                                       \
-    extern "C" __global__ void binary_##op##_##name(                                \
-        wb_bool* __restrict__ out, const T* __restrict__ pa, const T* __restrict__ pb, \
-        long long n, Layout la, Layout lb) {                                        \
-        typedef Acc<T>::type C;                                                     \
-        WB_LOOP(i, n) {                                                             \
-            C a = wb_load(pa[wb_offset(la, i)]);                                    \
-            C b = wb_load(pb[wb_offset(lb, i)]);                                    \
-            out[i] = (wb_bool)(expr);                                               \
-        }                                                                           \
-    }
+#define BINARY_KERNEL(op, expr, name, T) BINARY_KERNEL_TO(op, expr, name, T, T)
+#define BOOL_BINARY_KERNEL(op, expr, name, T) BINARY_KERNEL_TO(op, expr, name, T, wb_bool)
 
 // x op s (or s op x when reverse); s is a double converted to the compute type.
-#define SCALAR_KERNEL(op, expr, name, T)                                            \
+#define SCALAR_KERNEL_TO(op, expr, name, T, O)                                      \
     extern "C" __global__ void bscalar_##op##_##name(                               \
-        T* __restrict__ out, const T* __restrict__ px, long long n, Layout lx, double s, \
+        O* __restrict__ out, const T* __restrict__ px, long long n, Layout lx, double s, \
         int reverse) {                                                              \
         typedef Acc<T>::type C;                                                     \
         C sv = wb_scalar<C>(s);                                                     \
@@ -155,22 +147,11 @@ WB_ALL_DTYPES(INST_LOGICAL_NOT)
             C x = wb_load(px[wb_offset(lx, i)]);                                    \
             C a = reverse ? sv : x;                                                 \
             C b = reverse ? x : sv;                                                 \
-            out[i] = Store<T>::from(expr);                                          \
+            out[i] = Store<O>::from(expr);                                          \
         }                                                                           \
     }
-#define BOOL_SCALAR_KERNEL(op, expr, name, T)                                       \
-    extern "C" __global__ void bscalar_##op##_##name(                               \
-        wb_bool* __restrict__ out, const T* __restrict__ px, long long n, Layout lx, \
-        double s, int reverse) {                                                    \
-        typedef Acc<T>::type C;                                                     \
-        C sv = wb_scalar<C>(s);                                                     \
-        WB_LOOP(i, n) {                                                             \
-            C x = wb_load(px[wb_offset(lx, i)]);                                    \
-            C a = reverse ? sv : x;                                                 \
-            C b = reverse ? x : sv;                                                 \
-            out[i] = (wb_bool)(expr);                                               \
-        }                                                                           \
-    }
+#define SCALAR_KERNEL(op, expr, name, T) SCALAR_KERNEL_TO(op, expr, name, T, T)
+#define BOOL_SCALAR_KERNEL(op, expr, name, T) SCALAR_KERNEL_TO(op, expr, name, T, wb_bool)
 
 #define INST_FLOAT_BINARY(name, T)                                                  \
     FLOAT_BINARY(BINARY_KERNEL, name, T) FLOAT_BINARY(SCALAR_KERNEL, name, T)
