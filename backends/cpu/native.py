@@ -1,0 +1,73 @@
+"""The compiled CPU kernels (``kernels/cpu/``): the best ISA variant this CPU runs, or none.
+
+``setup.py`` builds ``_native_<variant>`` once per variant from the same C sources; here the
+flag-free ``_cpuid`` module reports the CPU's features and the first variant whose requirements
+they meet is imported. ``WORKBENCH_NATIVE=0`` selects the numpy path (so does a platform without
+the compiled extension). ``NATIVE`` is the module or ``None``; ``info()`` says which and why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+from types import ModuleType
+
+# Most capable first: variant -> the CPU features it needs.
+_X86 = (
+    ("avx512", {"avx2", "fma", "f16c", "bmi2", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+                "avx512vnni"}),
+    ("avx2", {"avx2", "fma", "f16c", "bmi2"}),
+    ("base", {"sse4.2", "popcnt"}),
+)  # fmt: skip
+_ARM = (("dotprod", {"neon", "dotprod"}), ("base", set()))
+
+
+def _candidates() -> tuple[tuple[str, set[str]], ...]:
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        return _X86
+    if machine in ("aarch64", "arm64"):
+        return _ARM
+    return (("base", set()),)
+
+
+def _load() -> tuple[ModuleType | None, str, frozenset[str]]:
+    if os.environ.get("WORKBENCH_NATIVE", "1") == "0":
+        return None, "disabled by WORKBENCH_NATIVE=0 (numpy path)", frozenset()
+    try:
+        cpuid = importlib.import_module(f"{__package__}._cpuid")
+    except ImportError:
+        return None, "the native extension is not built (numpy path)", frozenset()
+    features = frozenset(cpuid.features())
+    skipped = []
+    for variant, needs in _candidates():
+        missing = needs - features
+        if missing:
+            skipped.append(f"{variant} needs {', '.join(sorted(missing))}")
+            continue
+        try:
+            module = importlib.import_module(f"{__package__}._native_{variant}")
+        except ImportError as exc:
+            skipped.append(f"{variant} not importable ({exc})")
+            continue
+        why = f"the CPU has {', '.join(sorted(needs)) or 'the baseline ISA'}"
+        if skipped:
+            why += "; " + "; ".join(skipped)
+        return module, why, features
+    return None, "no variant runs here: " + "; ".join(skipped), features
+
+
+NATIVE, _REASON, _FEATURES = _load()
+
+
+def info() -> dict:
+    """Which native variant runs and why: ``{"variant", "reason", "cpu_features", ...}``."""
+    out = {
+        "variant": NATIVE.variant() if NATIVE is not None else None,
+        "reason": _REASON,
+        "cpu_features": sorted(_FEATURES),
+    }
+    if NATIVE is not None:
+        out["compiled_with"] = NATIVE.compiled_with()
+    return out
