@@ -39,7 +39,7 @@ help:
 	@echo "make test     lint, import layers, pytest, notebooks (nbval), extension tests"
 	@echo "make dev      only create/update $(VENV) with the dev and lab extras and the extension"
 	@echo "make lint | lint-imports | test-python | test-notebooks | test-ext   parts of make test"
-	@echo "make bench    run the benchmarks (BENCH_ARGS=...)"
+	@echo "make bench    install the reference packages and run the benchmarks (BENCH_ARGS=...)"
 	@echo "make format   ruff --fix and ruff format"
 	@echo "make chromium install Debian's chromium for the UI tests (root) or say how"
 	@echo "make clean    remove build outputs and caches; make distclean also removes $(VENV)"
@@ -71,6 +71,15 @@ $(STAMP)-ext: $(EXT_SOURCES) | $(STAMP)-lab
 
 dev: $(STAMP)-dev $(STAMP)-ext
 
+# Reference packages for the model benchmarks (never imported by workbench). ultralytics,
+# segment-anything and timm depend on torchvision, which cannot load beside torch 2.13: they go
+# in without their dependencies (the benchmarks stub torchvision, as the golden scripts do);
+# everything else they need comes with the `bench` extra.
+$(STAMP)-bench: pyproject.toml constraints.txt | $(STAMP)-dev
+	$(PIP_INSTALL) -e '.[dev,lab,bench]'
+	$(PIP_INSTALL) --no-deps ultralytics ultralytics-thop segment-anything timm
+	@touch $@
+
 # --- the two commands ----------------------------------------------------------------------
 
 lab: $(STAMP)-lab $(STAMP)-ext
@@ -83,6 +92,7 @@ lab: $(STAMP)-lab $(STAMP)-ext
 TEST_PARTS := lint test-ext test-notebooks test-python
 
 test: $(STAMP)-dev
+	@$(PY) -m benchmarks.machine
 	@failed=""; \
 	for part in $(TEST_PARTS); do \
 		echo "=== make $$part"; \
@@ -147,7 +157,7 @@ chromium:
 
 # --- the rest ------------------------------------------------------------------------------
 
-bench: $(STAMP)-dev
+bench: $(STAMP)-dev $(STAMP)-bench
 	@if [ -f benchmarks/__main__.py ]; then \
 		echo "$(PY) -m benchmarks $(BENCH_ARGS)"; $(PY) -m benchmarks $(BENCH_ARGS); \
 	elif [ -f benchmarks/run.py ]; then \

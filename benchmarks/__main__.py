@@ -18,7 +18,7 @@ import re
 import sys
 import time
 
-from . import _harness
+from . import _harness, machine
 from ._harness import Result, Settings, Workload
 
 
@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print("note: --clock cpu adds up the time of all threads; use it with --threads 1")
 
     env = _harness.environment(_harness.match_threads(args.threads))
+    print("\n".join(machine.describe()))
     print(_header(env, settings))
     results = list(broken)
     started = time.perf_counter()

@@ -279,15 +279,6 @@ def test_argmax_argmin(name, dtype, layout, dim, keepdim, device):
     )
 
 
-@pytest.mark.parametrize("dim", [None, 0, 1], ids=str)
-@pytest.mark.parametrize("name", ARG)
-@pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
-def test_argmax_argmin_pick_the_first_tie(name, dim, device):
-    fn, torch_fn = ARG[name]
-    x = np.array([[1.0, 3.0, 3.0, 1.0], [2.0, 2.0, 2.0, 2.0]])
-    check(lambda t: fn(t, dim), [x], torch_fn=lambda t: torch_fn(t, dim), device=device)
-
-
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("dim", [None, 0, 1, (0, 1)], ids=str)
 @pytest.mark.parametrize("name", ["any", "all"])

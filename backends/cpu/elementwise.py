@@ -11,9 +11,19 @@ _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 _INV_SQRT_2 = float(1.0 / np.sqrt(2.0))
 
 
+def _zero_at_neg_inf(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """x f(x) with f -> 0 as x -> -inf (GELU, SiLU) is 0 * inf = NaN at -inf by the formula;
+    the limit, -0, is the mathematically right value."""
+    neg_inf = np.isneginf(x)
+    if neg_inf.any():
+        out[neg_inf] = -0.0
+    return out
+
+
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))"""
-    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    out = 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    return _zero_at_neg_inf(x, out)
 
 
 # Abramowitz & Stegun 7.1.26: erfc(z) = t (a1 + t (a2 + ... + t a5)) exp(-z²), t = 1/(1 + p z),
@@ -27,8 +37,8 @@ _GELU_CHUNK = 1 << 16  # elements per pass: the temporaries stay in cache
 def _gelu_erf(x: np.ndarray) -> np.ndarray:
     """x Φ(x) = 0.5 x (1 + erf(x / sqrt(2))); f32 through ``_gelu_erf_f32``."""
     if x.dtype == np.float32:
-        return _gelu_erf_f32(x)
-    return 0.5 * x * (1.0 + special.erf(x * _INV_SQRT_2))
+        return _zero_at_neg_inf(x, _gelu_erf_f32(x))
+    return _zero_at_neg_inf(x, 0.5 * x * special.erfc(-x * _INV_SQRT_2))
 
 
 def _gelu_erf_f32(x: np.ndarray) -> np.ndarray:
@@ -69,7 +79,7 @@ def _silu(x: np.ndarray) -> np.ndarray:
     out = np.negative(x)
     np.exp(out, out=out)
     out += 1
-    return np.divide(x, out, out=out)
+    return _zero_at_neg_inf(x, np.divide(x, out, out=out))
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
