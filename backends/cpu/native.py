@@ -3,7 +3,8 @@
 ``setup.py`` builds ``_native_<variant>`` once per variant from the same C sources; here the
 flag-free ``_cpuid`` module reports the CPU's features and the first variant whose requirements
 they meet is imported. ``WORKBENCH_NATIVE=0`` selects the numpy path (so does a platform without
-the compiled extension). ``NATIVE`` is the module or ``None``; ``info()`` says which and why.
+the compiled extension); ``WORKBENCH_NATIVE_VARIANT=avx2`` picks a lesser variant. ``NATIVE``
+is the module or ``None``; ``info()`` says which and why.
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ def _load() -> tuple[ModuleType | None, str, frozenset[str]]:
         return None, "the native extension is not built (numpy path)", frozenset()
     features = frozenset(cpuid.features())
     skipped = []
+    # WORKBENCH_NATIVE_VARIANT=avx2 caps the choice (to test a lesser ISA's code on this CPU).
+    forced = os.environ.get("WORKBENCH_NATIVE_VARIANT")
     for variant, needs in _candidates():
+        if forced and variant != forced:
+            skipped.append(f"{variant} not chosen (WORKBENCH_NATIVE_VARIANT={forced})")
+            continue
         missing = needs - features
         if missing:
             skipped.append(f"{variant} needs {', '.join(sorted(missing))}")
