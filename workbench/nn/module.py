@@ -201,6 +201,10 @@ class Module:
         """How many scalars the parameters hold (shared ones counted once)."""
         return sum(p.numel for p in self.parameters() if not trainable_only or p.requires_grad)
 
+    def num_trainable_parameters(self) -> int:
+        """How many scalars the trainable parameters hold (e.g. LoRA adapters only)."""
+        return self.num_parameters(trainable_only=True)
+
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and on this module."""
         for module in self.children():
