@@ -71,7 +71,7 @@ def _qlinear_class() -> type:
 def quantized_linear_with_input_grad(layer, x: Tensor) -> Tensor:
     """``layer(x)`` recording a gradient for ``x`` only: dx = g W, with the quantized ``W``
     (out, in) decoded ``QLORA_TILE_BYTES`` of rows at a time (never the whole f32 matrix)."""
-    y = layer(x)
+    y = _qlinear_class().forward(layer, x)  # the plain product (layer may override forward)
     if not x.requires_grad:
         return y
     weight = layer.weight

@@ -9,9 +9,10 @@ module ``<name>``::
     base_model.model.<name>.lora_embedding_A     (r, num)     Embedding
     base_model.model.<name>.lora_embedding_B     (dim, r)
 
-``names`` maps workbench module names to the checkpoint's (e.g. GGUF ``blk.0.attn_q`` to
-Hugging Face ``model.layers.0.self_attn.q_proj``) where a model's names differ from its
-reference implementation's.
+``names`` maps workbench module names to the checkpoint's where a model's names differ from
+its reference implementation's; ``convention`` (``from_file(module, attr, array)`` and
+``to_file``) re-lays an adapter's arrays where the model stores a weight in another layout
+(e.g. the row order of a GGUF file's Llama q/k projections).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from ..io.safetensors import load_safetensors, save_safetensors
+from ..ops.creation import from_numpy
 from ..tensor import Tensor
 from . import lora
 from .module import Module
@@ -30,6 +34,16 @@ WEIGHTS = "adapter_model.safetensors"
 PREFIX = "base_model.model."
 
 NameMap = Callable[[str], str]
+
+
+class _AsStored:
+    """The model holds its weights in the checkpoint's layout: arrays pass unchanged."""
+
+    def from_file(self, module: str, attr: str, array):
+        return array
+
+    def to_file(self, module: str, attr: str, array):
+        return array
 
 
 def _identity(name: str) -> str:
@@ -49,8 +63,10 @@ def save_adapter(
     names: NameMap = _identity,
     base_model_name_or_path: str | None = None,
     task_type: str | None = "CAUSAL_LM",
+    convention=None,
 ) -> Path:
     """Write ``model``'s LoRA adapters (see :func:`lora.apply`) to the folder ``path``."""
+    convention = convention or _AsStored()
     layers = lora.lora_layers(model)
     if not layers:
         raise lora.LoRAError("save_adapter: the model has no LoRA layers (call lora.apply)")
@@ -59,7 +75,10 @@ def save_adapter(
     tensors = {}
     for name, layer in layers.items():
         for attr, suffix in _parameter_keys(layer).items():
-            tensors[f"{PREFIX}{names(name)}.{suffix}"] = getattr(layer, attr).detach()
+            array = getattr(layer, attr).detach().numpy()
+            tensors[f"{PREFIX}{names(name)}.{suffix}"] = np.ascontiguousarray(
+                convention.to_file(name, attr, array)
+            )
     first = next(iter(layers.values()))
     settings = getattr(model, "lora_config", {})
     targets = sorted({names(n).rpartition(".")[2] for n in layers})
@@ -112,7 +131,9 @@ def read_config(path: str | Path) -> dict:
     return config
 
 
-def load_adapter(model: Module, path: str | Path, names: NameMap = _identity) -> Module:
+def load_adapter(
+    model: Module, path: str | Path, names: NameMap = _identity, convention=None
+) -> Module:
     """Add the adapter in folder ``path`` to ``model`` (in place; returns it).
 
     Every tensor's name and shape is checked against the model before anything changes: a
@@ -143,7 +164,8 @@ def load_adapter(model: Module, path: str | Path, names: NameMap = _identity) ->
         layer = lora.submodule(model, name)
         for attr, value in tensors.items():
             target = getattr(layer, attr)
-            target.detach().copy_(value.to_dtype(target.dtype))
+            array = (convention or _AsStored()).from_file(name, attr, value.numpy())
+            target.detach().copy_(from_numpy(np.ascontiguousarray(array)).to_dtype(target.dtype))
     return model
 
 
