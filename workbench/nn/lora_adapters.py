@@ -8,6 +8,7 @@ module ``<name>``::
     base_model.model.<name>.lora_B.weight        (out, r)
     base_model.model.<name>.lora_embedding_A     (r, num)     Embedding
     base_model.model.<name>.lora_embedding_B     (dim, r)
+    base_model.model.<name>.base_layer.weight    peft's copy of an adapted embedding/head
 
 ``names`` maps workbench module names to the checkpoint's where a model's names differ from
 its reference implementation's; ``convention`` (``from_file(module, attr, array)`` and
@@ -198,6 +199,17 @@ def _plan(model, weights, targets, layers, names, r, folder) -> dict[str, dict[s
         else:
             continue
         entry = {}
+        # peft also saves the base weight of an adapted embedding or output layer; the model's
+        # own weights are the base here, so it is only checked for its shape.
+        base_key = f"{PREFIX}{names(name)}.base_layer.weight"
+        if base_key in weights:
+            used.add(base_key)
+            base_shape = tuple(module.weight.shape)
+            if tuple(weights[base_key].shape) != base_shape:
+                problems.append(
+                    f"{base_key} has shape {list(weights[base_key].shape)}, module {name} "
+                    f"has {list(base_shape)}"
+                )
         for attr, suffix in suffixes.items():
             key = f"{PREFIX}{names(name)}.{suffix}"
             if key not in weights:

@@ -16,14 +16,14 @@ torch = pytest.importorskip("torch")
 peft = pytest.importorskip("peft")
 pytest.importorskip("transformers")
 
+from conftest import hf_logits  # noqa: E402
+
 import workbench as wb  # noqa: E402
 from workbench.models import llm  # noqa: E402
 from workbench.models.llm import finetune  # noqa: E402
 from workbench.models.llm.trainable import FrozenQLinear as TrainableQLinear  # noqa: E402
 from workbench.models.llm.trainable import TrainableTransformer  # noqa: E402
 from workbench.nn import lora  # noqa: E402
-
-from conftest import hf_logits  # noqa: E402
 
 IDS = [3, 17, 250, 9, 41, 77, 5, 120, 33, 8, 61]
 
@@ -120,3 +120,17 @@ def test_causal_lm_loss_masks_prompts_and_padding():
     )
     assert ours == pytest.approx(t.item(), rel=1e-6)
     assert finetune.perplexity([ours]) == pytest.approx(np.exp(ours))
+
+
+@pytest.mark.parametrize("ggml_type", [None, "Q8_0"])
+def test_merged_gguf_runs_like_the_adapter(tiny, tmp_path, ggml_type):
+    # llama: q_proj's rows are permuted in the file; its head is not tied to the embedding
+    _, ours = _pair(tiny, "llama", ["q_proj", "down_proj", "lm_head"], tmp_path / "a")
+    _, path = tiny("llama")
+    merged = finetune.merge_to_gguf(ours, path, tmp_path / "merged.gguf", ggml_type)
+    lm = llm.load(merged)
+    expected = ours(np.array([IDS])).numpy()[0]
+    tol = 1e-4 if ggml_type is None else 0.05 * np.abs(expected).max()
+    np.testing.assert_allclose(lm.logits(IDS), expected, rtol=1e-4, atol=tol)
+    base = llm.load(path).logits(IDS)
+    assert np.abs(base - expected).max() > 10 * tol  # the merge changed the model

@@ -126,6 +126,56 @@ def load(path: str | os.PathLike, adapter: str | os.PathLike | None = None) -> T
     return load_adapter(model, adapter) if adapter is not None else model
 
 
+# Module names of TrainableTransformer -> the GGUF tensor each projection reads.
+_GGUF_PROJECTIONS = {
+    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output", "self_attn.qkv_proj": "attn_qkv",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "mlp.gate_up_proj": "ffn_up",
+}  # fmt: skip
+
+
+def gguf_tensor_name(module: str) -> str:
+    """``model.layers.3.mlp.down_proj`` -> ``blk.3.ffn_down.weight``; ``lm_head`` -> ``output``."""
+    if module == "lm_head":
+        return "output.weight"
+    parts = module.split(".")
+    if len(parts) == 5 and parts[:2] == ["model", "layers"]:
+        suffix = _GGUF_PROJECTIONS.get(".".join(parts[3:]))
+        if suffix is not None:
+            return f"blk.{parts[2]}.{suffix}.weight"
+    raise ValueError(f"merge: no GGUF tensor for module {module!r}")
+
+
+def merge_to_gguf(
+    model: TrainableTransformer,
+    source: str | os.PathLike,
+    path: str | os.PathLike,
+    ggml_type: str | None = None,
+) -> Path:
+    """Write ``source`` with every adapter folded into its weight: W' = W + s · B A, encoded
+    as ``ggml_type`` (default: the weight's own type). Other tensors and the metadata are
+    copied unchanged, so the result loads anywhere a GGUF does (llama.cpp too)."""
+    from ...nn.lora import lora_layers
+    from ...quantized import QTensor
+    from ...quantized.gguf_file import read_gguf, write_gguf
+
+    layers = lora_layers(model)
+    if not layers:
+        raise ValueError("merge_to_gguf: the model has no LoRA layers")
+    original = read_gguf(source)
+    tensors = original.load()
+    for name, layer in layers.items():
+        target = gguf_tensor_name(name)
+        base = tensors.get(target)
+        if base is None:  # a tied head gets its own output matrix
+            base = tensors["token_embd.weight"]
+        merged = base.dequantize() + layer.delta_weight().detach()
+        tensors[target] = QTensor.quantize(merged, ggml_type or base.ggml_dtype)
+    write_gguf(path, original.kv, tensors)
+    return Path(path)
+
+
 # -- data ----------------------------------------------------------------------------------
 @dataclass
 class Example:
