@@ -134,3 +134,32 @@ def test_merged_gguf_runs_like_the_adapter(tiny, tmp_path, ggml_type):
     np.testing.assert_allclose(lm.logits(IDS), expected, rtol=1e-4, atol=tol)
     base = llm.load(path).logits(IDS)
     assert np.abs(base - expected).max() > 10 * tol  # the merge changed the model
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tiny, tmp_path):
+    _, plain = _pair(tiny, "qwen2", ["q_proj", "down_proj"], tmp_path / "a")
+    _, path = tiny("qwen2")
+    checkpointed = finetune.load(path, adapter=tmp_path / "a")
+    checkpointed.gradient_checkpointing = True
+    ids = np.array([IDS, IDS[::-1]])
+    grads = []
+    for model in (plain, checkpointed):
+        loss = finetune.causal_lm_loss(model(ids), ids)
+        assert ("checkpoint" in _node_names(loss)) == model.gradient_checkpointing
+        loss.backward()
+        grads.append({n: p.grad.numpy() for n, p in model.named_parameters() if p.requires_grad})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) == 8
+    for name in grads[0]:
+        np.testing.assert_allclose(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-6)
+
+
+def _node_names(t) -> set[str]:
+    names, stack, seen = set(), [t], set()
+    while stack:
+        node = stack.pop()._node
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(node.name)
+        stack.extend(i for i in node.inputs if i is not None)
+    return names

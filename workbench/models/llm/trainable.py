@@ -11,10 +11,11 @@ batch ``ids: (B, T)`` with positions ``0..T-1``::
     x = h + post_ffw_norm(down(act(gate(ffn_norm(h))) * up(ffn_norm(h))))
     logits = cap(lm_head(norm(x)))
 
-Every frozen projection is a :class:`FrozenQLinear`: its quantized weight gets no gradient,
-but the gradient reaches its input (``g W``, decoded a tile at a time), so adapters anywhere
-in the network train. Right padding needs no attention mask: a padded position only feeds
-positions after it, whose labels are ignored.
+``gradient_checkpointing = True`` keeps only each layer's input in training and recomputes
+the layer in the backward pass. Every frozen projection is a :class:`FrozenQLinear`: its
+quantized weight gets no gradient, but the gradient reaches its input (``g W``, decoded a tile
+at a time), so adapters anywhere in the network train. Right padding needs no attention
+mask: a padded position only feeds positions after it, whose labels are ignored.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 
 import numpy as np
 
+from ...nn.checkpoint import checkpoint
 from ...nn.container import ModuleList
 from ...nn.lora import quantized_linear_with_input_grad
 from ...nn.module import Module
@@ -107,6 +109,8 @@ class TrainableTransformer(Module):
         self.model = _Body(tf)
         self.lm_head = FrozenQLinear(tf.output.weight)
         self._rope = tf._rope
+        # recompute each layer in the backward pass instead of keeping its activations
+        self.gradient_checkpointing = False
 
     def forward(self, ids) -> Tensor:
         c = self.config
@@ -121,20 +125,32 @@ class TrainableTransformer(Module):
         masks = {False: self._mask(length, None), True: self._mask(length, c.sliding_window)}
         for i, layer in enumerate(self.model.layers):
             local = bool(c.local_layers[i]) if c.local_layers else False
-            h = rms_norm(x, layer.attn_norm, c.rms_eps)
-            a = self._attention(layer.self_attn, h, tables[1 if local else 0], masks[local])
-            if layer.post_attn_norm is not None:
-                a = rms_norm(a, layer.post_attn_norm, c.rms_eps)
-            x = x + a
-            h = rms_norm(x, layer.ffn_norm, c.rms_eps)
-            m = self._mlp(layer.mlp, h)
-            if layer.post_ffw_norm is not None:
-                m = rms_norm(m, layer.post_ffw_norm, c.rms_eps)
-            x = x + m
+            table, mask = tables[1 if local else 0], masks[local]
+
+            def run(h: Tensor, layer=layer, table=table, mask=mask) -> Tensor:
+                return self._layer(layer, h, table, mask)
+
+            if self.gradient_checkpointing and self.training:
+                x = checkpoint(run, x, layer.parameters())
+            else:
+                x = run(x)
         logits = self.lm_head(rms_norm(x, self.model.norm, c.rms_eps))
         if c.final_softcap:
             logits = ew.tanh(logits / c.final_softcap) * c.final_softcap
         return logits
+
+    def _layer(self, layer: DecoderLayer, x: Tensor, table, mask: Tensor) -> Tensor:
+        c = self.config
+        h = rms_norm(x, layer.attn_norm, c.rms_eps)
+        a = self._attention(layer.self_attn, h, table, mask)
+        if layer.post_attn_norm is not None:
+            a = rms_norm(a, layer.post_attn_norm, c.rms_eps)
+        x = x + a
+        h = rms_norm(x, layer.ffn_norm, c.rms_eps)
+        m = self._mlp(layer.mlp, h)
+        if layer.post_ffw_norm is not None:
+            m = rms_norm(m, layer.post_ffw_norm, c.rms_eps)
+        return x + m
 
     def _tables(self, inv: np.ndarray, linear: float, length: int):
         angles = (np.arange(length, dtype=np.float64) / linear)[:, None] * inv[None, :]
