@@ -1,0 +1,158 @@
+"""Sharded loading (safetensors and GGUF) and the tensor-parallel layers' weight slices.
+
+References: numpy slices of the full arrays; for GGUF, gguf-py's own dequantization of the
+full tensor, sliced.
+"""
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as GQ
+from gguf import quants
+
+import workbench as wb
+from workbench import distributed as dist
+from workbench.errors import ShapeError
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def safetensors_file(tmp_path):
+    arrays = {"fc.weight": rand(8, 6), "fc.bias": rand(8, seed=1), "emb": rand(4, 3, 10, seed=2)}
+    path = tmp_path / "model.safetensors"
+    wb.save_safetensors({k: wb.from_numpy(v) for k, v in arrays.items()}, path)
+    return path, arrays
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_safetensors_shards_are_numpy_slices(safetensors_file, dim):
+    path, arrays = safetensors_file
+    vb = wb.nn.VarBuilder.from_safetensors(path)
+    for rank in range(2):
+        svb = dist.ShardedVarBuilder(vb, rank=rank, world_size=2).pp("fc")
+        got = svb.get_sharded((8, 6), "weight", dim).numpy()
+        want = np.split(arrays["fc.weight"], 2, axis=dim)[rank]
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(
+        dist.ShardedVarBuilder(vb, rank=1, world_size=2).get_sharded((4, 3, 10), "emb", 2).numpy(),
+        arrays["emb"][..., 5:],
+    )
+
+
+def test_safetensors_shard_converts_only_its_slice(safetensors_file):
+    path, arrays = safetensors_file
+    vb = wb.nn.VarBuilder.from_safetensors(path, dtype=wb.f16)
+    got = dist.ShardedVarBuilder(vb, rank=3, world_size=4).get_sharded((8,), "fc.bias", 0)
+    assert got.dtype is wb.f16
+    np.testing.assert_array_equal(got.numpy(), arrays["fc.bias"][6:].astype(np.float16))
+
+
+def test_shard_errors_name_the_tensor(safetensors_file):
+    path, _ = safetensors_file
+    svb = dist.ShardedVarBuilder(wb.nn.VarBuilder.from_safetensors(path), rank=0, world_size=4)
+    with pytest.raises(ShapeError, match=r"fc.weight has shape \(8, 6\); dim 1 \(6\) does not"):
+        svb.get_sharded((8, 6), "fc.weight", 1)
+    with pytest.raises(ShapeError, match="expected"):
+        svb.get_sharded((8, 5), "fc.weight", 0)
+    with pytest.raises(dist.DistributedError, match="rank 4 outside world size 4"):
+        dist.Shard(0, 4, 4)
+
+
+@pytest.fixture
+def gguf_file(tmp_path):
+    path = str(tmp_path / "model.gguf")
+    w8, w4 = rand(8, 128, seed=3), rand(6, 64, seed=4)
+    writer = gguf.GGUFWriter(path, arch="tiny")
+    writer.add_tensor("w8", quants.quantize(w8, GQ.Q8_0), raw_dtype=GQ.Q8_0)
+    writer.add_tensor("w4", quants.quantize(w4, GQ.Q4_0), raw_dtype=GQ.Q4_0)
+    writer.add_tensor("bias", rand(8, seed=5))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    full = {
+        "w8": quants.dequantize(quants.quantize(w8, GQ.Q8_0), GQ.Q8_0),
+        "w4": quants.dequantize(quants.quantize(w4, GQ.Q4_0), GQ.Q4_0),
+    }
+    return path, full
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gguf_shards_stay_quantized_and_match_gguf_py(gguf_file, dim):
+    path, full = gguf_file
+    vb = wb.QVarBuilder.from_gguf(path)
+    for rank in range(2):
+        svb = dist.ShardedVarBuilder(vb, rank=rank, world_size=2)
+        q = svb.get_qtensor_sharded((8, 128), "w8", dim)
+        assert q.ggml_dtype.name == "Q8_0"
+        assert q.shape == ((4, 128) if dim == 0 else (8, 64))
+        want = np.split(full["w8"], 2, axis=dim)[rank]
+        np.testing.assert_array_equal(q.dequantize().numpy(), want)
+        np.testing.assert_array_equal(svb.get_sharded((8, 128), "w8", dim).numpy(), want)
+    got = dist.ShardedVarBuilder(vb, rank=1, world_size=3).get_sharded((6, 64), "w4", 0)
+    np.testing.assert_array_equal(got.numpy(), full["w4"][2:4])
+
+
+def test_gguf_shard_must_cut_whole_blocks(gguf_file):
+    path, _ = gguf_file
+    svb = dist.ShardedVarBuilder(wb.QVarBuilder.from_gguf(path), rank=0, world_size=4)
+    with pytest.raises(ShapeError, match="not a multiple of the block size 32"):
+        svb.get_qtensor_sharded((6, 64), "w4", 1)  # 16 columns: half a Q4_0 block
+
+
+def test_parallel_linears_hold_their_slices():
+    full = wb.nn.Linear(6, 4)
+    weight, bias = full.weight.numpy(), full.bias.numpy()
+
+    def body(comm):
+        col = dist.shard_linear(full, comm, "column", gather_output=True)
+        row = dist.shard_linear(full, comm, "row", input_is_parallel=False)
+        r = comm.rank
+        np.testing.assert_array_equal(col.weight.numpy(), weight[2 * r : 2 * r + 2])
+        np.testing.assert_array_equal(col.bias.numpy(), bias[2 * r : 2 * r + 2])
+        np.testing.assert_array_equal(row.weight.numpy(), weight[:, 3 * r : 3 * r + 3])
+        x = wb.from_numpy(rand(5, 6, seed=9))
+        return col(x).numpy(), row(x).numpy()
+
+    want = rand(5, 6, seed=9).astype(np.float64) @ weight.T.astype(np.float64) + bias
+    for col_out, row_out in dist.run_threads(2, body):
+        np.testing.assert_allclose(col_out, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(row_out, want, rtol=1e-5, atol=1e-6)
+
+
+def test_parallel_linears_keep_gguf_weights_quantized(tmp_path):
+    """Column- then row-parallel Q8_0 layers equal the single-process QLinears."""
+    path = str(tmp_path / "mlp.gguf")
+    up, down = rand(64, 128, seed=6), rand(128, 64, seed=7)
+    writer = gguf.GGUFWriter(path, arch="tiny")
+    writer.add_tensor("up.weight", quants.quantize(up, GQ.Q8_0), raw_dtype=GQ.Q8_0)
+    writer.add_tensor("up.bias", rand(64, seed=8))
+    writer.add_tensor("down.weight", quants.quantize(down, GQ.Q8_0), raw_dtype=GQ.Q8_0)
+    writer.add_tensor("down.bias", rand(128, seed=9))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    vb = wb.QVarBuilder.from_gguf(path)
+    x = wb.from_numpy(rand(3, 128, seed=10))
+    single = wb.QLinear.load(vb.pp("down"), 64, 128)(wb.QLinear.load(vb.pp("up"), 128, 64)(x))
+
+    def body(comm):
+        col = dist.ColumnParallelLinear(128, 64, comm, vb.pp("up"))
+        row = dist.RowParallelLinear(64, 128, comm, vb.pp("down"))
+        assert col.weight is None and col.local.weight.shape == (32, 128)
+        assert row.local.weight.ggml_dtype.name == "Q8_0" and row.local.weight.shape == (128, 32)
+        return row(col(x)).numpy()
+
+    for got in dist.run_threads(2, body):
+        scale = np.abs(single.numpy()).max()  # f32 sums of different order: relative to it
+        np.testing.assert_allclose(got, single.numpy(), rtol=1e-5, atol=1e-6 * scale)
+    # and both are near the float product of gguf-py's dequantized weights
+    w_up = quants.dequantize(quants.quantize(up, GQ.Q8_0), GQ.Q8_0).astype(np.float64)
+    w_down = quants.dequantize(quants.quantize(down, GQ.Q8_0), GQ.Q8_0).astype(np.float64)
+    h = x.numpy() @ w_up.T + rand(64, seed=8)
+    want = h @ w_down.T + rand(128, seed=9)
+    np.testing.assert_allclose(single.numpy(), want, rtol=0.05, atol=0.05 * np.abs(want).max())
