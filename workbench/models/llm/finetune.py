@@ -109,9 +109,11 @@ def _convention(model: TrainableTransformer):
 def save_adapter(model: TrainableTransformer, path: str | os.PathLike) -> Path:
     """The model's adapters in peft's layout (``adapter_config.json`` + safetensors)."""
     return lora_adapters.save_adapter(
-        model, path, base_model_name_or_path=getattr(model, "source", None),
+        model,
+        path,
+        base_model_name_or_path=getattr(model, "source", None),
         convention=_convention(model),
-    )  # fmt: skip
+    )
 
 
 def load_adapter(model: TrainableTransformer, path: str | os.PathLike) -> TrainableTransformer:
@@ -128,11 +130,16 @@ def load(path: str | os.PathLike, adapter: str | os.PathLike | None = None) -> T
 
 # Module names of TrainableTransformer -> the GGUF tensor each projection reads.
 _GGUF_PROJECTIONS = {
-    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output", "self_attn.qkv_proj": "attn_qkv",
-    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.qkv_proj": "attn_qkv",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
     "mlp.gate_up_proj": "ffn_up",
-}  # fmt: skip
+}
 
 
 def gguf_tensor_name(module: str) -> str:
@@ -217,8 +224,7 @@ class ChatDataset:
         while True:
             order = rng.permutation(len(self.examples))
             for start in range(0, len(order) - batch_size + 1, batch_size):
-                yield collate([self.examples[i] for i in order[start : start + batch_size]],
-                              pad_id)  # fmt: skip
+                yield collate([self.examples[i] for i in order[start : start + batch_size]], pad_id)
 
 
 def collate(examples: Sequence[Example], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -243,8 +249,10 @@ def _example(record: dict, lm: LLM, index: int) -> Example:
             context = _encode(lm, lm.apply_chat_template(messages[:turn], True))
             full = _encode(lm, lm.apply_chat_template(messages[: turn + 1], False))
             if full[: len(context)] != context:
-                raise ValueError(f"example {index}: the chat template's rendering of the "
-                                 "conversation does not extend its prompt")  # fmt: skip
+                raise ValueError(
+                    f"example {index}: the chat template's rendering of the "
+                    "conversation does not extend its prompt"
+                )
             labels += [IGNORE] * (len(context) - len(labels)) + full[len(context) :]
             ids = full
         if not ids:
@@ -257,8 +265,10 @@ def _example(record: dict, lm: LLM, index: int) -> Example:
     if "text" in record:
         ids = tok.encode(record["text"])
         return Example(ids, list(ids))
-    raise ValueError(f"example {index}: expected 'messages', 'prompt'+'completion' or 'text' "
-                     f"keys, found {sorted(record)}")  # fmt: skip
+    raise ValueError(
+        f"example {index}: expected 'messages', 'prompt'+'completion' or 'text' "
+        f"keys, found {sorted(record)}"
+    )
 
 
 def _encode(lm: LLM, text: str) -> list[int]:
@@ -327,7 +337,7 @@ def train(
             loss.backward()
             total += loss.item()
             tokens += int((labels[:, 1:] != IGNORE).sum())
-        norm = clip_grad_norm_(params, max_grad_norm) if max_grad_norm else float("nan")
+        norm = clip_grad_norm_(params, max_grad_norm).item() if max_grad_norm else float("nan")
         current = optimizer.param_groups[0]["lr"]
         optimizer.step()
         schedule.step()
