@@ -1,4 +1,5 @@
-"""The CUDA backend: pycuda's driver API, kernels from ``kernels/cuda``, matmul through cuBLAS.
+"""The CUDA backend: pycuda's driver API, kernels from ``kernels/cuda`` (prebuilt fatbins, or
+compiled at first use where none serves the GPU), matmul through cuBLAS.
 
 ``is_available()`` -> ``(ok, reason)``; ``device_count()``; ``synchronize(index)``; the memory
 API (``memory_stats``, ``reset_peak_memory_stats``, ``clear_cache``) reports each device's

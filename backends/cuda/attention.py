@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import Layout
 from . import kernels as K
-from .params import Layout
 
 
 class AttentionOps:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..gpu.pool import OutOfMemoryError
+
 
 class PycudaDriver:
     """Devices by ordinal (each with its primary context), memory, copies, modules, launches,
@@ -118,8 +120,14 @@ class PycudaDriver:
 
     # -- modules and launches -----------------------------------------------------------
     def load_module(self, index: int, path: str):
+        """A module from a PTX file (the driver JIT-compiles it)."""
         self.activate(index)
         return self.cuda.module_from_file(path)
+
+    def load_module_data(self, index: int, image: bytes):
+        """A module from a fatbin in memory (cubins and PTX: the driver picks the device's)."""
+        self.activate(index)
+        return self.cuda.module_from_buffer(image)
 
     def get_function(self, module, name: str):
         return module.get_function(name)
@@ -140,10 +148,6 @@ class PycudaDriver:
     def elapsed_ms(self, start, end) -> float:
         end.synchronize()
         return end.time_since(start)
-
-
-class OutOfMemoryError(Exception):
-    """The driver could not allocate device memory (the pool retries once after freeing)."""
 
 
 DRIVER: Any = None

@@ -7,7 +7,8 @@ an out-of-range index raises the CPU backend's ``IndexError`` instead of faultin
 from __future__ import annotations
 
 from ..errors import UnsupportedOnDevice
-from .params import I32, Dims, Layout, numel
+from ..gpu.params import I32, Dims
+from ..layout import Layout, numel
 
 ATOMIC_DTYPES = ("f16", "bf16", "f32", "f64", "i32", "i64")
 

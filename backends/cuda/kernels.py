@@ -1,12 +1,14 @@
 """Names of the kernels in ``kernels/cuda/*.cu`` and which dtypes each family covers.
 
-These tables mirror the X-macro lists in the ``.cu`` files; ``tests/cuda`` checks that every
-name produced here is an entry point of the compiled PTX. A request outside the tables raises
-``UnsupportedOnDevice`` naming the op and dtype (never a silent fallback).
+The elementwise and reduction op lists come from ``backends/optable.py``, which also generates
+the X-macro lists the ``.cu`` files instantiate (``kernels/gpu/optable.h``); ``tests/cuda``
+checks that every name produced here is an entry point of the compiled PTX. A request outside
+the tables raises ``UnsupportedOnDevice`` naming the op and dtype (never a silent fallback).
 """
 
 from __future__ import annotations
 
+from .. import optable
 from ..errors import UnsupportedOnDevice
 
 FLOAT = ("f16", "bf16", "f32", "f64")
@@ -14,23 +16,19 @@ INT = ("u8", "u32", "i16", "i32", "i64")
 NUM = INT + FLOAT
 ALL = ("bool",) + NUM
 
-FLOAT_UNARY = (
-    "exp", "log", "sin", "cos", "tan", "tanh", "abs", "neg", "recip", "sqr", "sqrt", "rsqrt",
-    "gelu", "gelu_erf", "erf", "relu", "silu", "sigmoid", "ceil", "floor", "round", "sign",
-    "log1p", "expm1", "asin", "acos", "atan", "sinh", "cosh", "isnan", "isinf",
-)  # fmt: skip
-INT_UNARY = ("abs", "neg", "sqr", "sign", "relu", "ceil", "floor", "round", "isnan", "isinf")
-BOOL_UNARY = frozenset({"isnan", "isinf", "logical_not"})
-FLOAT_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "floor_div",
-                "remainder", "atan2")  # fmt: skip
-INT_BINARY = ("add", "sub", "mul", "maximum", "minimum", "pow", "floor_div", "remainder")
-LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor"})
+FLOAT_UNARY = optable.names("unary", dtype=optable.FLOAT, gpu_any=None)
+INT_UNARY = optable.names("unary", dtype=optable.INT, gpu_any=None)
+BOOL_UNARY = frozenset(optable.names("unary", result=optable.BOOL))
+ANY_UNARY = optable.names("unary", dtype=optable.BOOL)  # one kernel for every dtype
+FLOAT_BINARY = optable.names("binary", dtype=optable.FLOAT, gpu_any=None)
+INT_BINARY = optable.names("binary", dtype=optable.INT, gpu_any=None)
+LOGICAL = frozenset(optable.names("binary", result=optable.BOOL))
 # bool arithmetic is logic (numpy and PyTorch): True + True is True, True * False is False
 BOOL_AS_LOGICAL = {"add": "logical_or", "mul": "logical_and", "maximum": "logical_or",
                    "minimum": "logical_and"}  # fmt: skip
-CMP = ("eq", "ne", "lt", "le", "gt", "ge")
+CMP = optable.names("cmp")
 PARAM_FAMILIES = {"affine": NUM, "clamp": NUM, "powf": FLOAT, "elu": FLOAT}
-REDUCE = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
+REDUCE = optable.names("reduce")
 
 
 def _unsupported(op: str, dtype: str):
@@ -38,7 +36,7 @@ def _unsupported(op: str, dtype: str):
 
 
 def unary_name(op: str, dtype: str) -> str:
-    if op == "logical_not" and dtype in ALL:
+    if op in ANY_UNARY and dtype in ALL:
         return f"unary_{op}_{dtype}"
     if (dtype in FLOAT and op in FLOAT_UNARY) or (dtype in INT and op in INT_UNARY):
         return f"unary_{op}_{dtype}"
@@ -101,15 +99,7 @@ def reduce_name(op: str, dtype: str) -> str:
     raise _unsupported(op, dtype)
 
 
-def reduce_out_dtype(op: str, dtype: str) -> str:
-    """The dtype the reduce kernel writes (the storage casts when another is requested)."""
-    if op in ("sum", "prod"):
-        return dtype if dtype in FLOAT else "i64"
-    if op in ("argmax", "argmin"):
-        return "i64"
-    if op in ("any", "all"):
-        return "bool"
-    return dtype
+reduce_out_dtype = optable.reduce_out_dtype
 
 
 def cumsum_name(dtype: str) -> str:
@@ -157,7 +147,7 @@ def all_names() -> dict[str, list[str]]:
     """Every kernel name the storage can launch, by source file (for the coverage test)."""
     ew: list[str] = []
     for dtype in ALL:
-        for op in (*FLOAT_UNARY, *INT_UNARY, "logical_not"):
+        for op in (*FLOAT_UNARY, *INT_UNARY, *ANY_UNARY):
             for fn in (unary_name,):
                 try:
                     ew.append(fn(op, dtype))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from ..conv_params import ConvParams
 from ..errors import UnsupportedOnDevice
+from ..gpu.params import F32, I32, Dims, geometry
+from ..layout import Layout, numel
 from . import kernels as K
-from .params import F32, I32, Dims, Layout, geometry, numel
 
 
 class NnOps:
@@ -25,9 +27,8 @@ class NnOps:
         self._float_only("conv2d")
         n, c, h, w = layout.shape
         o, cg, kh, kw = w_layout.shape
-        (sh, sw), ((pt, pb), (pl, pr)), (dh, dw) = stride, padding, dilation
-        ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-        wo = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+        (sh, sw), ((pt, _), (pl, _)), (dh, dw) = stride, padding, dilation
+        ho, wo = ConvParams(stride, padding, dilation).out_size((h, w), (kh, kw))
         out = self._new(n * o * ho * wo)
         if out.size == 0:
             return out

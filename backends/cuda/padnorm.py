@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cpu._arrays import NUMPY_BY_NAME
+from ..dtypes import NUMPY_BY_NAME
 from ..errors import UnsupportedOnDevice
+from ..gpu.params import I32, MAX_DIMS, Dims, Ptr, Raw, geometry
+from ..gpu.plan import group_norm_threads, row_grid
+from ..layout import Layout, numel
 from . import kernels as K
-from .params import I32, MAX_DIMS, Dims, Layout, Ptr, Raw, geometry, numel
 
 PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
-GROUP_NORM_THREADS = (32, 512, 1024)  # fewest, usual and most threads per block (32 | n)
-MAX_BLOCKS = 65535
 
 
 def pad_dims(shape, strides, pads):
@@ -33,16 +33,6 @@ def pad_dims(shape, strides, pads):
                 dims.append([size, stride, 0, size])
                 merge = True
     return tuple(tuple(d[k] for d in dims) for k in range(4))
-
-
-def group_norm_threads(k: int) -> int:
-    """Threads per (n, g) block for ``k`` elements a group: no more than the elements (a
-    multiple of 32, as the warp reduction needs), and the most for large groups, which are
-    few per sample (Stable Diffusion: 32 groups of up to C/32 · H · W elements)."""
-    low, usual, most = GROUP_NORM_THREADS
-    if k >= 16 * most:
-        return most
-    return max(low, min(usual, -(-k // 32) * 32))
 
 
 class PadNormOps:
@@ -121,7 +111,7 @@ class PadNormOps:
         mean, rstd = self._new(rows, cdt), self._new(rows, cdt)
         w, lw = self._affine(weight, weight_layout, c)
         b, lb = self._affine(bias, bias_layout, c)
-        grid = (max(1, min(rows, MAX_BLOCKS)), 1, 1)
+        grid = row_grid(rows)
         self._launch("norm", name, rows, out._at(), mean._at(), rstd._at(), self._at(), layout,
                      w, lw, b, lb, rows, g, cpg * s, s, cpg, float(eps),
                      I32(weight is not None), I32(bias is not None), grid=grid,

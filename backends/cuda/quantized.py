@@ -9,7 +9,7 @@ vector, else W expanded on the device in x's dtype and one cuBLAS product.
 from __future__ import annotations
 
 from ..errors import UnsupportedOnDevice
-from .params import Layout, numel
+from ..layout import Layout, numel
 
 # type name -> (values per block, bytes per block)
 BLOCKS = {

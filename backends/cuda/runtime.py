@@ -1,5 +1,5 @@
 """Per-process CUDA state: the driver layer, a pool, a stream and loaded modules per device,
-pinned staging for host copies, cuBLAS, and CUDA-event timers for the profiler."""
+pinned staging for host copies and cuBLAS (the pool and the event timer are the GPU base's)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import atexit
 
 import numpy as np
 
+from ..gpu.pool import CachingPool
+from ..gpu.timer import DeviceTimer  # noqa: F401  (the backend exposes it)
 from . import compile as _compile
 from .driver import get_driver
-from .pool import CachingPool
 
 STAGING_BYTES = 32 << 20  # one pinned buffer per device; larger copies go through it in chunks
 
@@ -42,10 +43,17 @@ class Runtime:
         if function is None:
             module = self.modules.get((index, source))
             if module is None:
-                path = _compile.ptx_path(source, self.arch(index))
-                module = self.modules[(index, source)] = self.driver.load_module(index, str(path))
+                module = self.modules[(index, source)] = self._load(index, source)
             function = self.functions[key] = self.driver.get_function(module, name)
         return function
+
+    def _load(self, index: int, source: str):
+        """The prebuilt fatbin of ``source`` when it holds code for this GPU (no nvcc needed),
+        else its PTX compiled now (nvcc, cached on disk) for the driver to JIT."""
+        image = _compile.fatbin_image(source, self.driver.compute_capability(index))
+        if image is not None:
+            return self.driver.load_module_data(index, image)
+        return self.driver.load_module(index, str(_compile.ptx_path(source, self.arch(index))))
 
     # -- host transfers through pinned staging --------------------------------------------
     def _staging(self, index: int) -> np.ndarray:
@@ -89,28 +97,6 @@ class Runtime:
             handle, dtype, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b,
             c, ldc, stride_c, batch, beta,
         )  # fmt: skip
-
-
-class DeviceTimer:
-    """Device time between ``start()`` and ``stop_ns()`` from two CUDA events on the stream."""
-
-    __slots__ = ("runtime", "index", "_start")
-
-    def __init__(self, rt: Runtime, index: int):
-        self.runtime = rt
-        self.index = index
-        self._start = None
-
-    def start(self) -> None:
-        driver = self.runtime.driver
-        self._start = driver.event(self.index)
-        driver.record(self._start, self.runtime.stream(self.index))
-
-    def stop_ns(self) -> int:
-        driver = self.runtime.driver
-        end = driver.event(self.index)
-        driver.record(end, self.runtime.stream(self.index))
-        return int(driver.elapsed_ms(self._start, end) * 1e6)
 
 
 _RUNTIME: Runtime | None = None

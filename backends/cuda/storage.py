@@ -1,9 +1,10 @@
 """``CudaStorage``: one block of device memory from the caching pool, ops as CUDA kernels.
 
-Every op launches a kernel from ``kernels/cuda`` (compiled at first use, see ``compile.py``)
-on the device's stream, passing shapes and strides as ``Layout`` structs by value
-(``params.py``), so strided and broadcast views are read in place. Results are contiguous.
-Matmul goes through cuBLAS. Host transfers go through a pinned staging buffer.
+Every op launches a kernel from ``kernels/cuda`` (the prebuilt fatbin, or compiled at first use,
+see ``compile.py``) on the device's stream, passing shapes and strides as ``Layout`` structs by
+value (``gpu/params.py``), so strided and broadcast views are read in place. Launch plans (grids,
+the views that put reduced dims last, the sort network) come from ``gpu/plan.py``. Results are
+contiguous. Matmul goes through cuBLAS. Host transfers go through a pinned staging buffer.
 """
 
 from __future__ import annotations
@@ -11,24 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import BackendStorage
-from ..cpu._arrays import NUMPY_BY_NAME
+from ..dtypes import ITEMSIZE, NUMPY_BY_NAME, name_of
 from ..errors import UnsupportedOnDevice
+from ..gpu import plan
+from ..gpu.params import I32, Ptr, Raw, pack_args
+from ..layout import Layout, contiguous_strides, numel
 from . import kernels as K
 from .attention import AttentionOps
 from .indexing import IndexingOps
 from .nn import NnOps
 from .padnorm import PadNormOps
-from .params import I32, Layout, Ptr, Raw, contiguous_strides, numel, pack_args
 from .runtime import runtime
-
-THREADS = 256
-MAX_BLOCKS = 65535
-SORT_MAX = 1024
-ITEMSIZE = {name: dtype.itemsize for name, dtype in NUMPY_BY_NAME.items()}
-
-
-def _blocks(n: int) -> int:
-    return max(1, min(-(-n // THREADS), MAX_BLOCKS))
 
 
 class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
@@ -67,8 +61,8 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
         rt.driver.launch(
             self.index,
             function,
-            grid or (_blocks(n), 1, 1),
-            block or (THREADS, 1, 1),
+            grid or (plan.blocks(n), 1, 1),
+            block or (plan.THREADS, 1, 1),
             pack_args(*args),
             shared,
             rt.stream(self.index),
@@ -237,18 +231,12 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
     # -- reductions -----------------------------------------------------------------------
     def reduce(self, op: str, layout, dims: tuple[int, ...], keepdim: bool, dtype: str):
         """Reduce over ``dims`` (kept dims first, reduced dims last: one block per output)."""
-        shape = tuple(layout.shape)
-        dims = tuple(sorted(d % len(shape) for d in dims)) if shape else ()
-        kept = [d for d in range(len(shape)) if d not in dims]
-        view = Layout.of(layout).permute(kept + list(dims))
-        m = numel(shape[d] for d in kept)
-        k = numel(shape[d] for d in dims)
+        view, m, k = plan.reduce_view(layout, dims)
         natural = K.reduce_out_dtype(op, self.dtype)
         out = self._new(m, natural)
         if m:
-            grid = (max(1, min(m, MAX_BLOCKS)), 1, 1)
             self._launch("reduce", K.reduce_name(op, self.dtype), m, out._at(), self._at(), m, k,
-                         view, grid=grid)  # fmt: skip
+                         view, grid=plan.row_grid(m))  # fmt: skip
         if natural != dtype:
             out = out.cast(Layout.contiguous((m,)), dtype)
         return out
@@ -257,12 +245,7 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
         shape = tuple(layout.shape)
         if not shape:
             return self.cast(layout, dtype)
-        dim %= len(shape)
-        order = [d for d in range(len(shape)) if d != dim] + [dim]
-        src = Layout.of(layout).permute(order)
-        dst = Layout(shape, contiguous_strides(shape)).permute(order)
-        k = shape[dim]
-        m = numel(shape) // k if k else 0
+        src, dst, m, k = plan.line_views(layout, dim)
         natural = K.reduce_out_dtype("sum", self.dtype)
         out = self._new(numel(shape), natural)
         self._launch("reduce", K.cumsum_name(self.dtype), m, out._at(), dst, self._at(), src, m, k)
@@ -277,23 +260,16 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
         shape = tuple(layout.shape)
         if not shape:
             return self.contiguous(layout), CudaStorage.full((), 0, "i64", self.index)
-        dim %= len(shape)
-        k = shape[dim]
-        order = [d for d in range(len(shape)) if d != dim] + [dim]
-        src = Layout.of(layout).permute(order)
-        dst = Layout(shape, contiguous_strides(shape)).permute(order)
-        m = numel(shape) // k if k else 0
-        p = 1
-        while p < k:
-            p *= 2
+        src, dst, m, k = plan.line_views(layout, dim)
+        p = plan.next_pow2(k)
         values, indices = self._new(numel(shape)), self._new(numel(shape), "i64")
-        if k > SORT_MAX:
+        if k > plan.SORT_MAX:
             self._sort_long(values, indices, dst, src, m, k, p, descending)
             return values, indices
-        shared = p * (8 + (8 if self.dtype in ("f64", "i64") else 4))
+        shared = plan.sort_shared_bytes(p, ITEMSIZE[self.dtype])
         self._launch("reduce", K.sort_name(self.dtype), m, values._at(), indices._at(), dst,
                      self._at(), src, m, k, p, I32(descending),
-                     grid=(max(1, min(m, MAX_BLOCKS)), 1, 1), shared=shared)  # fmt: skip
+                     grid=plan.row_grid(m), shared=shared)  # fmt: skip
         return values, indices
 
     def _sort_long(self, values, indices, dst, src, m: int, k: int, p: int, descending: bool):
@@ -303,14 +279,9 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
         self._launch("reduce", "sort_long_init", m * p, scratch._at(), m, k, p)
         K.sort_name(self.dtype)  # raises for a dtype without sort kernels
         step = f"sort_long_step_{self.dtype}"
-        size = 2
-        while size <= p:
-            stride = size // 2
-            while stride > 0:
-                self._launch("reduce", step, m * p, scratch._at(), self._at(), src, m, k, p,
-                             size, stride, I32(descending))  # fmt: skip
-                stride //= 2
-            size *= 2
+        for size, stride in plan.bitonic_steps(p):
+            self._launch("reduce", step, m * p, scratch._at(), self._at(), src, m, k, p, size,
+                         stride, I32(descending))  # fmt: skip
         gather = f"sort_long_gather_{self.dtype}"
         self._launch("reduce", gather, m * k, values._at(), indices._at(), dst, self._at(), src,
                      scratch._at(), m, k, p)  # fmt: skip
@@ -372,15 +343,9 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
         out = self._new(numel(shape))
         if not shape:
             shape, layout = (1,), Layout((1,), (1,), layout.offset)
-        dim %= len(shape)
-        order = [d for d in range(len(shape)) if d != dim] + [dim]
-        src = Layout.of(layout).permute(order)
-        dst = Layout(shape, contiguous_strides(shape)).permute(order)
-        k = shape[dim]
-        m = numel(shape) // k if k else 0
-        grid = (max(1, min(m, MAX_BLOCKS)), 1, 1)
+        src, dst, m, k = plan.line_views(layout, dim)
         self._launch("fused", name, m, out._at(), dst, self._at(), src, m, k, I32(is_log),
-                     grid=grid)  # fmt: skip
+                     grid=plan.row_grid(m))  # fmt: skip
         return out
 
     def layer_norm(self, layout, weight, weight_layout, bias, bias_layout, eps: float):
@@ -402,7 +367,7 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
         rstd = self._new(m, cdt)
         w, lw = self._operand(weight, weight_layout, (k,))
         b, lb = self._operand(bias, bias_layout, (k,))
-        grid = (max(1, min(m, MAX_BLOCKS)), 1, 1)
+        grid = plan.row_grid(m)
         self._launch("fused", K.fused_name("norm", self.dtype), m, out._at(),
                      mean._at() if center else Ptr(0), rstd._at(), self._at(), layout,
                      w, lw, b, lb, m, k, float(eps), I32(weight is not None),
@@ -433,14 +398,15 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
 
 
 def _dtype_name(dtype: np.dtype) -> str:
-    for name, candidate in NUMPY_BY_NAME.items():
-        if candidate == dtype:
-            return name
-    raise UnsupportedOnDevice(f"dtype {dtype} cannot be stored on cuda")
+    name = name_of(dtype)
+    if name is None:
+        raise UnsupportedOnDevice(f"dtype {dtype} cannot be stored on cuda")
+    return name
 
 
 def _is_dense(layout) -> bool:
-    return tuple(layout.strides) == contiguous_strides(layout.shape) or numel(layout.shape) <= 1
+    shape = tuple(layout.shape)
+    return tuple(layout.strides) == contiguous_strides(shape) or numel(shape) <= 1
 
 
 def _bcast(layout, shape) -> Layout:

@@ -19,6 +19,7 @@ def fake(monkeypatch):
     previous = cuda_driver.set_driver(fake)
     cuda_runtime.reset()
     monkeypatch.setattr(cuda_compile, "ptx_path", lambda name, arch, *a, **k: f"{arch}/{name}")
+    monkeypatch.setattr(cuda_compile, "fatbin_image", lambda name, capability, *a: None)
     fake.gemms = []
     monkeypatch.setattr(
         cuda_runtime.Runtime,

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 
 from workbench.backends.cuda.driver import OutOfMemoryError
-from workbench.backends.cuda.params import LAYOUT_FORMAT, LAYOUT_SIZE, MAX_DIMS
+from workbench.backends.gpu.params import LAYOUT_FORMAT, LAYOUT_SIZE, MAX_DIMS
 
 BASE = 1 << 32  # addresses start here (never 0)
 
@@ -27,6 +27,7 @@ class FakeDriver:
         self.used = 0
         self.memory: dict[int, bytearray] = {}  # base address -> bytes
         self.launches: list[tuple] = []
+        self.loaded: list[tuple] = []  # ("ptx", path) or ("fatbin", image) per module load
         self.allocs = 0
         self.frees = 0
         self.synced: list[int] = []
@@ -93,7 +94,12 @@ class FakeDriver:
 
     # modules and launches
     def load_module(self, index, path):
+        self.loaded.append(("ptx", path))
         return ("module", path)
+
+    def load_module_data(self, index, image: bytes):
+        self.loaded.append(("fatbin", image))
+        return ("module", image)
 
     def get_function(self, module, name: str) -> str:
         return name

@@ -24,6 +24,7 @@ def kernel_dir(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(cuda_compile.kernel_dir() / "common.cuh", src / "common.cuh")
+    shutil.copytree(cuda_compile.kernel_dir().parent / "gpu", tmp_path / "gpu")
     (src / "tiny.cu").write_text(KERNEL)
     return src
 
@@ -35,6 +36,10 @@ def test_key_depends_on_source_header_and_arch(kernel_dir):
     assert cuda_compile.cache_key("tiny", "sm_80", kernel_dir) == k80  # deterministic
     (kernel_dir / "common.cuh").write_text((kernel_dir / "common.cuh").read_text() + "\n// x\n")
     assert cuda_compile.cache_key("tiny", "sm_80", kernel_dir) != k80
+    edited = cuda_compile.cache_key("tiny", "sm_80", kernel_dir)
+    prelude = kernel_dir.parent / "gpu" / "prelude_cuda.h"  # a portable-dialect header
+    prelude.write_text(prelude.read_text() + "\n// x\n")
+    assert cuda_compile.cache_key("tiny", "sm_80", kernel_dir) != edited
 
 
 def test_arch_of():

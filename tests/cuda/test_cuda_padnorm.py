@@ -17,10 +17,12 @@ import numpy as np
 import pytest
 
 from workbench.backends.cpu.storage import CpuStorage
-from workbench.backends.cuda.padnorm import group_norm_threads, pad_dims
-from workbench.backends.cuda.params import LAYOUT_FORMAT, LAYOUT_SIZE, MAX_DIMS, Layout
+from workbench.backends.cuda.padnorm import pad_dims
 from workbench.backends.cuda.storage import CudaStorage
 from workbench.backends.errors import UnsupportedOnDevice
+from workbench.backends.gpu.params import LAYOUT_FORMAT, LAYOUT_SIZE, MAX_DIMS
+from workbench.backends.gpu.plan import group_norm_threads
+from workbench.backends.layout import Layout
 
 NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
       "i64": np.int64, "i32": np.int32, "u8": np.uint8, "bool": np.bool_}  # fmt: skip
@@ -454,9 +456,9 @@ def test_group_norm_threads(k, threads):
 
 
 def test_group_norm_many_rows_grid_is_capped(gpu, monkeypatch):
-    import workbench.backends.cuda.padnorm as padnorm
+    import workbench.backends.gpu.plan as plan
 
-    monkeypatch.setattr(padnorm, "MAX_BLOCKS", 4)
+    monkeypatch.setattr(plan, "MAX_BLOCKS", 4)
     x, xr, lay = make((5, 2, 3), "f32", "contiguous")
     out, _, _ = x.group_norm(lay, 2, None, None, None, None, 1e-5)
     assert gpu.launches[-1][1] == (4, 1, 1)  # 10 rows: the kernel's grid-stride loop covers them

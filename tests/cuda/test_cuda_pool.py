@@ -7,8 +7,8 @@ import gc
 import pytest
 from fakes import FakeDriver
 
-from workbench.backends.cuda.pool import LARGE_STEP, SMALL, SMALL_STEP, CachingPool, size_class
 from workbench.backends.errors import OutOfMemory
+from workbench.backends.gpu.pool import LARGE_STEP, SMALL, SMALL_STEP, CachingPool, size_class
 
 
 @pytest.mark.parametrize(

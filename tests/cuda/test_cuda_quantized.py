@@ -12,9 +12,9 @@ from devices import AVAILABILITY
 from workbench.backends.cpu import ggml
 from workbench.backends.cpu.ggml.table import BY_NAME
 from workbench.backends.cuda import quantized as cq
-from workbench.backends.cuda.params import Layout
 from workbench.backends.cuda.storage import CudaStorage
 from workbench.backends.errors import UnsupportedOnDevice
+from workbench.backends.layout import Layout
 
 CUDA_OK, CUDA_REASON = AVAILABILITY["cuda"]
 

@@ -13,9 +13,10 @@ from fakes import unpack_layout
 
 from workbench.backends import cuda
 from workbench.backends.cuda import runtime as cuda_runtime
-from workbench.backends.cuda.params import LAYOUT_SIZE, Layout
 from workbench.backends.cuda.storage import CudaStorage
 from workbench.backends.errors import UnsupportedOnDevice
+from workbench.backends.gpu.params import LAYOUT_SIZE
+from workbench.backends.layout import Layout
 
 
 def kernel_launches(fake, prefix=""):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .._oprecord import op
 from ..autograd import record
+from ..backends.conv_params import ConvParams
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from ._helpers import describe, new, same_device
@@ -110,11 +111,7 @@ def _unbatch(nd: int, x: Tensor) -> tuple[Tensor, bool]:
 def _conv_raw(nd, x, weight, bias, stride, pads, dilation, groups) -> Tensor:
     """``conv2d`` storage call with 2-d parameters: pads ((top, bottom), (left, right))."""
     k2 = _as2d(nd, weight.shape[2:], 1)
-    in2 = _as2d(nd, x.shape[2:], 1)
-    out2 = tuple(
-        (n + lo + hi - d * (k - 1) - 1) // s + 1
-        for n, (lo, hi), d, k, s in zip(in2, pads, dilation, k2, stride, strict=True)
-    )
+    out2 = ConvParams(stride, pads, dilation).out_size(_as2d(nd, x.shape[2:], 1), k2)
     storage = x._storage.conv2d(
         _layout2d(nd, x),
         weight._storage,
@@ -273,11 +270,8 @@ def _conv_transpose(
             f"{name}: output_padding {output_padding} must be smaller than either the stride "
             f"{stride} or the dilation {dilation}"
         )
-    size = tuple(
-        (n - 1) * s - 2 * p + d * (k - 1) + op + 1
-        for n, s, p, d, k, op in zip(
-            x.shape[2:], stride, padding, dilation, kernel, output_padding, strict=True
-        )
+    size = ConvParams.symmetric(stride, padding, dilation).transposed_out_size(
+        x.shape[2:], kernel, output_padding
     )
     if any(n < 1 for n in size):
         raise ShapeError(

@@ -14,6 +14,7 @@ import math
 from .. import dtype as dt
 from .._oprecord import op
 from ..autograd import record
+from ..backends.conv_params import ConvParams
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from ._helpers import describe, new
@@ -54,17 +55,10 @@ def _done(out: Tensor, unbatched: bool) -> Tensor:
 def _pool_output(name, x, kernel, stride, padding, dilation, ceil_mode) -> tuple[int, ...]:
     """PyTorch's pooling output size; with ceil_mode the last window must start inside the
     input or its left padding."""
-    sizes = []
-    for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation, strict=True):
-        if p > k // 2:
-            raise ShapeError(
-                f"{name}: padding {padding} must be at most half the kernel size {kernel}"
-            )
-        span = n + 2 * p - d * (k - 1) - 1
-        out = (span + (s - 1 if ceil_mode else 0)) // s + 1
-        if ceil_mode and (out - 1) * s >= n + p:
-            out -= 1
-        sizes.append(out)
+    if any(p > k // 2 for k, p in zip(kernel, padding, strict=True)):
+        raise ShapeError(f"{name}: padding {padding} must be at most half the kernel size {kernel}")
+    params = ConvParams.symmetric(stride, padding, dilation)
+    sizes = params.pool_out_size(x.shape[2:], kernel, ceil_mode)
     if any(o < 1 for o in sizes):
         raise ShapeError(
             f"{name}: the window (kernel {kernel}, dilation {dilation}) is bigger than the "

@@ -1,5 +1,9 @@
 """A caching allocator per device: freed blocks go back to size-class bins for reuse.
 
+The policy is the GPU backends' own; the memory comes from a driver layer's
+``mem_alloc(index, nbytes)`` / ``mem_free(handle)`` (CUDA's, Metal's, or a test's fake), which
+raises ``OutOfMemoryError`` when the device is full.
+
 Sizes are rounded up to a size class (512-byte multiples below 1 MiB, 2 MiB multiples above), a
 request reuses a cached block of exactly its class, and ``clear_cache`` gives every cached
 block back to the driver. When the driver is out of memory the pool frees its cache and retries
@@ -10,7 +14,6 @@ but unused).
 from __future__ import annotations
 
 from ..errors import OutOfMemory
-from .driver import OutOfMemoryError
 
 SMALL = 1 << 20
 SMALL_STEP = 512
@@ -22,6 +25,10 @@ def size_class(nbytes: int) -> int:
     if nbytes <= SMALL:
         return max(SMALL_STEP, -(-nbytes // SMALL_STEP) * SMALL_STEP)
     return -(-nbytes // LARGE_STEP) * LARGE_STEP
+
+
+class OutOfMemoryError(Exception):
+    """The driver could not allocate device memory (the pool retries once after freeing)."""
 
 
 class Block:
@@ -43,11 +50,12 @@ class Block:
 
 
 class CachingPool:
-    """Allocations for one device through ``driver.mem_alloc(index, nbytes)``."""
+    """Allocations for one device (``kind:index``) through ``driver.mem_alloc(index, nbytes)``."""
 
-    def __init__(self, driver, index: int):
+    def __init__(self, driver, index: int, kind: str = "cuda"):
         self.driver = driver
         self.index = index
+        self.kind = kind
         self.bins: dict[int, list] = {}  # size class -> free driver handles
         self.active = 0
         self.peak = 0
@@ -78,7 +86,7 @@ class CachingPool:
                 handle = self.driver.mem_alloc(self.index, size)
             except OutOfMemoryError as err:
                 raise OutOfMemory(
-                    f"cuda:{self.index} is out of memory allocating {size} bytes "
+                    f"{self.kind}:{self.index} is out of memory allocating {size} bytes "
                     f"({self.active} bytes in use by workbench, cache already freed): {err}"
                 ) from err
         self.driver_allocations += 1

@@ -1,6 +1,7 @@
-"""Packing kernel parameters into one argument buffer (the CUDA ABI), with no device memory.
+"""Packing kernel parameters into one argument buffer, with no device memory.
 
-Every kernel in ``kernels/cuda`` takes its shapes and strides as ``Layout`` structs by value
+The C layout of a parameter list is the same for CUDA (a kernel's arguments) and Metal (an
+argument struct): every kernel takes its shapes and strides as ``Layout`` structs by value
 (see ``kernels/cuda/common.cuh``): ``int ndim; int contiguous; long long offset;
 long long shape[8]; long long strides[8]`` — 144 bytes, 8-byte aligned. Each argument is
 placed at the next multiple of its alignment, as the compiler lays out a parameter list.
@@ -10,70 +11,11 @@ from __future__ import annotations
 
 import struct
 
+from ..layout import contiguous_strides
+
 MAX_DIMS = 8
 LAYOUT_FORMAT = f"<iiq{MAX_DIMS}q{MAX_DIMS}q"
 LAYOUT_SIZE = struct.calcsize(LAYOUT_FORMAT)  # 144
-
-
-class Layout:
-    """A (shape, strides, offset) triple in elements, as the kernels read it."""
-
-    __slots__ = ("shape", "strides", "offset")
-
-    def __init__(self, shape, strides, offset: int = 0):
-        self.shape = tuple(int(s) for s in shape)
-        self.strides = tuple(int(s) for s in strides)
-        self.offset = int(offset)
-
-    @classmethod
-    def of(cls, layout) -> Layout:
-        return cls(layout.shape, layout.strides, layout.offset)
-
-    @classmethod
-    def contiguous(cls, shape, offset: int = 0) -> Layout:
-        return cls(shape, contiguous_strides(shape), offset)
-
-    @property
-    def is_contiguous(self) -> bool:
-        return self.strides == contiguous_strides(self.shape)
-
-    def broadcast_to(self, shape) -> Layout:
-        """This layout read as ``shape`` (numpy broadcasting: new or size-1 dims get stride 0)."""
-        shape = tuple(shape)
-        lead = len(shape) - len(self.shape)
-        if lead < 0:
-            raise ValueError(f"cannot broadcast shape {self.shape} to {shape}")
-        strides = [0] * lead
-        for size, own, stride in zip(shape[lead:], self.shape, self.strides, strict=True):
-            if own == size:
-                strides.append(stride)
-            elif own == 1:
-                strides.append(0)
-            else:
-                raise ValueError(f"cannot broadcast shape {self.shape} to {shape}")
-        return Layout(shape, strides, self.offset)
-
-    def permute(self, order) -> Layout:
-        return Layout([self.shape[d] for d in order], [self.strides[d] for d in order], self.offset)
-
-    def __repr__(self) -> str:
-        return f"Layout(shape={self.shape}, strides={self.strides}, offset={self.offset})"
-
-
-def contiguous_strides(shape) -> tuple[int, ...]:
-    strides = []
-    step = 1
-    for size in reversed(tuple(shape)):
-        strides.append(step)
-        step *= max(int(size), 1)
-    return tuple(reversed(strides))
-
-
-def numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
 
 
 def _merge(shape, strides):
@@ -109,10 +51,10 @@ def pack_layout(layout, merge: bool = True) -> bytes:
         shape, strides = list(layout.shape), list(layout.strides)
     if len(shape) > MAX_DIMS:
         raise ValueError(
-            f"the CUDA kernels take at most {MAX_DIMS} non-mergeable dims, got shape "
+            f"the GPU kernels take at most {MAX_DIMS} non-mergeable dims, got shape "
             f"{tuple(layout.shape)} with strides {tuple(layout.strides)}"
         )
-    contiguous = int(tuple(strides) == contiguous_strides(shape))
+    contiguous = int(tuple(strides) == contiguous_strides(tuple(shape)))
     pad = MAX_DIMS - len(shape)
     return struct.pack(
         LAYOUT_FORMAT,
@@ -185,7 +127,7 @@ def pack_args(*args) -> bytes:
         elif hasattr(arg, "strides"):
             data, align = pack_layout(arg), 8
         else:
-            raise TypeError(f"cannot pass {type(arg).__name__} to a CUDA kernel")
+            raise TypeError(f"cannot pass {type(arg).__name__} to a GPU kernel")
         buf += b"\0" * (-len(buf) % align)
         buf += data
     return bytes(buf)

@@ -1,0 +1,55 @@
+"""``ConvParams``: stride, padding and dilation of a convolution or pooling window, and the
+output sizes they give. The op layer (``workbench.ops.conv`` / ``pool``) and the backends use
+this one definition, so the size a kernel writes is the size the op allocated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ConvParams:
+    """Per spatial dim: ``stride`` s, ``padding`` (before, after) and ``dilation`` d.
+
+    A window of k taps spans d·(k-1) + 1 input elements.
+    """
+
+    stride: tuple[int, ...]
+    padding: tuple[tuple[int, int], ...]
+    dilation: tuple[int, ...]
+
+    @classmethod
+    def symmetric(cls, stride, padding, dilation) -> ConvParams:
+        """``padding`` as one int per dim, the same before and after."""
+        return cls(tuple(stride), tuple((p, p) for p in padding), tuple(dilation))
+
+    def _axes(self, in_size, kernel):
+        return zip(in_size, kernel, self.stride, self.padding, self.dilation, strict=True)
+
+    def out_size(self, in_size, kernel) -> tuple[int, ...]:
+        """Convolution: ⌊(n + before + after - d·(k-1) - 1) / s⌋ + 1 per dim."""
+        return tuple(
+            (n + lo + hi - d * (k - 1) - 1) // s + 1
+            for n, k, s, (lo, hi), d in self._axes(in_size, kernel)
+        )
+
+    def transposed_out_size(self, in_size, kernel, output_padding) -> tuple[int, ...]:
+        """Transposed convolution: (n - 1)·s - before - after + d·(k-1) + output_padding + 1."""
+        return tuple(
+            (n - 1) * s - lo - hi + d * (k - 1) + op + 1
+            for (n, k, s, (lo, hi), d), op in zip(
+                self._axes(in_size, kernel), output_padding, strict=True
+            )
+        )
+
+    def pool_out_size(self, in_size, kernel, ceil_mode: bool = False) -> tuple[int, ...]:
+        """Pooling (PyTorch's rule): ``out_size`` rounded up with ``ceil_mode``, where the last
+        window must still start inside the input or its leading padding."""
+        sizes = []
+        for n, k, s, (lo, hi), d in self._axes(in_size, kernel):
+            span = n + lo + hi - d * (k - 1) - 1
+            out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+            if ceil_mode and (out - 1) * s >= n + lo:
+                out -= 1
+            sizes.append(out)
+        return tuple(sizes)

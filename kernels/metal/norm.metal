@@ -1,0 +1,316 @@
+// Generated from kernels/gpu/norm.h by
+// `python -m workbench.backends.gpu.metal_sources`: do not edit.
+
+// Metal prelude of the portable kernel dialect (see common.h): what the dialect's words mean
+// for the Metal shading language. Generated kernels/metal/*.metal start with it.
+#include <metal_stdlib>
+using namespace metal;
+
+#define WB_TARGET_METAL 1
+#define WB_HAS_F64 0  // Metal has no double: f64 kernels are CUDA-only
+
+#define WB_KERNEL kernel void
+#define WB_KERNEL_BOUNDED(N) [[max_total_threads_per_threadgroup(N)]] kernel void
+#define WB_FN inline
+#define WB_DEVICE inline
+#define WB_OUT(T, name, slot) device T* name [[buffer(slot)]]
+#define WB_IN(T, name, slot) device const T* name [[buffer(slot)]]
+#define WB_ARG(T, name, slot) constant T& name [[buffer(slot)]]
+#define WB_THREAD_ARGS , uint wb_gid [[thread_position_in_grid]], \
+    uint wb_tid [[thread_index_in_threadgroup]], uint wb_nthreads [[threads_per_threadgroup]], \
+    uint wb_bid [[threadgroup_position_in_grid]], uint wb_nblocks [[threadgroups_per_grid]], \
+    uint wb_gsize [[threads_per_grid]]
+#define WB_THREAD_PARAMS , uint wb_tid, uint wb_nthreads
+#define WB_THREAD_PASS , wb_tid, wb_nthreads
+#define WB_LAYOUT_REF constant Layout&
+#define WB_GLOBAL_ID (wb_i64)wb_gid
+#define WB_GLOBAL_SIZE (wb_i64)wb_gsize
+#define WB_BLOCK_ID wb_bid
+#define WB_BLOCKS wb_nblocks
+#define WB_THREAD wb_tid
+#define WB_THREADS wb_nthreads
+#define WB_SHARED threadgroup
+#define WB_SHARED_PTR(T) threadgroup T*
+#define WB_BARRIER() threadgroup_barrier(mem_flags::mem_threadgroup)
+// Per target: v from the lane o above in the 32-lane simdgroup.
+#define WB_SHUFFLE_DOWN(v, o) simd_shuffle_down(v, (ushort)(o))
+
+typedef long wb_i64;
+typedef ulong wb_u64;
+typedef float wb_wide;
+typedef half f16;
+typedef bfloat bf16;
+
+#define WB_F16_TO_F32(x) ((float)(x))
+#define WB_BF16_TO_F32(x) ((float)(x))
+#define WB_F32_TO_F16(x) ((half)(x))
+#define WB_F32_TO_BF16(x) ((bfloat)(x))
+
+// ---- per-target maths: the Metal standard library has no erf, log1p, expm1 ------------------
+// erf: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as f32 needs).
+inline float erf(float x) {
+    float z = fabs(x);
+    float t = 1.0f / (1.0f + 0.3275911f * z);
+    float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+              t * (-1.453152027f + t * 1.061405429f))));
+    return copysign(1.0f - p * exp(-z * z), x);
+}
+// log1p and expm1 without cancellation near 0 (Goldberg's and Kahan's tricks).
+inline float log1p(float x) {
+    float u = 1.0f + x;
+    return u == 1.0f ? x : log(u) * (x / (u - 1.0f));
+}
+inline float expm1(float x) {
+    float u = exp(x);
+    if (u == 1.0f) return x;
+    float um1 = u - 1.0f;
+    return um1 == -1.0f ? -1.0f : um1 * (x / log(u));
+}
+
+// The portable kernel dialect: kernel bodies written once, compiled by nvcc (after
+// prelude_cuda.h) and by Metal (after prelude_metal.h, see backends/gpu/metal_sources.py).
+//
+// Words a body uses instead of a target's own: WB_KERNEL (entry point), WB_FN (helper),
+// WB_OUT / WB_IN / WB_ARG (parameters: buffers and values, with Metal's buffer slot),
+// WB_THREAD_ARGS (closes a parameter list), WB_LAYOUT_REF, WB_GLOBAL_ID / WB_GLOBAL_SIZE,
+// wb_i64 / wb_u64 / wb_wide, f16 / bf16 and their WB_*_TO_* conversions. f64 exists where
+// WB_HAS_F64 (not on Metal). Anything else a target does differently lives in its prelude.
+//
+// A Layout travels BY VALUE as a kernel parameter (no device allocation per launch):
+// ndim, a contiguity flag, the offset and up to WB_MAX_DIMS sizes and strides in ELEMENTS.
+// backends/gpu/params.py packs it with the same field order and alignment.
+
+#define WB_MAX_DIMS 8
+
+// WB_IF_F64(code): the code only where the target has f64.
+#if WB_HAS_F64
+#define WB_IF_F64(...) __VA_ARGS__
+#else
+#define WB_IF_F64(...)
+#endif
+
+struct Layout {
+    int ndim;
+    int contiguous;
+    wb_i64 offset;
+    wb_i64 shape[WB_MAX_DIMS];
+    wb_i64 strides[WB_MAX_DIMS];
+};
+
+// Element offset of the i-th element (C order over layout.shape).
+WB_FN wb_i64 wb_offset(WB_LAYOUT_REF l, wb_i64 i) {
+    if (l.contiguous) return l.offset + i;
+    wb_i64 off = l.offset;
+    for (int d = l.ndim - 1; d >= 0; --d) {
+        wb_i64 s = l.shape[d];
+        wb_i64 q = i / s;
+        off += (i - q * s) * l.strides[d];
+        i = q;
+    }
+    return off;
+}
+
+#define WB_LOOP(i, n) for (wb_i64 i = WB_GLOBAL_ID; i < (n); i += WB_GLOBAL_SIZE)
+
+typedef unsigned char wb_bool;
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef short i16;
+typedef int i32;
+typedef wb_i64 i64;
+typedef float f32;
+WB_IF_F64(typedef double f64;)
+
+// Compute type: halves compute in f32, everything else natively.
+template <typename T> struct Acc { typedef T type; };
+template <> struct Acc<f16> { typedef float type; };
+template <> struct Acc<bf16> { typedef float type; };
+
+template <typename T> WB_FN typename Acc<T>::type wb_load(T x) { return x; }
+template <> WB_FN float wb_load<f16>(f16 x) { return WB_F16_TO_F32(x); }
+template <> WB_FN float wb_load<bf16>(bf16 x) { return WB_BF16_TO_F32(x); }
+
+// Any arithmetic value -> T (halves round to nearest even from f32).
+template <typename T> struct Store {
+    template <typename S> WB_FN static T from(S x) { return (T)x; }
+};
+template <> struct Store<f16> {
+    template <typename S> WB_FN static f16 from(S x) {
+        return WB_F32_TO_F16((float)x);
+    }
+};
+template <> struct Store<bf16> {
+    template <typename S> WB_FN static bf16 from(S x) {
+        return WB_F32_TO_BF16((float)x);
+    }
+};
+
+// Every dtype; X(name, type). bool is stored as one byte (0 or 1).
+#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i16, i16) X(i32, i32) X(i64, i64)
+#define WB_FLOAT_DTYPES(X) X(f16, f16) X(bf16, bf16) X(f32, f32) WB_IF_F64(X(f64, f64))
+#define WB_NUM_DTYPES(X) WB_INT_DTYPES(X) WB_FLOAT_DTYPES(X)
+#define WB_ALL_DTYPES(X) X(bool, wb_bool) WB_NUM_DTYPES(X)
+
+// Generated from backends/optable.py by `python -m workbench.backends.optable`:
+// do not edit. Each list is K(op, expr, name, T) per op; the kernel sources define K.
+
+#define WB_FLOAT_UNARY(K, name, T) \
+    K(exp, exp(x), name, T) \
+    K(log, log(x), name, T) \
+    K(sin, sin(x), name, T) \
+    K(cos, cos(x), name, T) \
+    K(tan, tan(x), name, T) \
+    K(tanh, tanh(x), name, T) \
+    K(abs, fabs(x), name, T) \
+    K(neg, -x, name, T) \
+    K(recip, (C)1 / x, name, T) \
+    K(sqr, x * x, name, T) \
+    K(sqrt, sqrt(x), name, T) \
+    K(rsqrt, (C)1 / sqrt(x), name, T) \
+    K(gelu, (C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x))), name, T) \
+    K(gelu_erf, (C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476)), name, T) \
+    K(erf, erf(x), name, T) \
+    K(relu, (x != x || x > (C)0) ? x : (C)0, name, T) \
+    K(silu, x / ((C)1 + exp(-x)), name, T) \
+    K(sigmoid, (C)1 / ((C)1 + exp(-x)), name, T) \
+    K(ceil, ceil(x), name, T) \
+    K(floor, floor(x), name, T) \
+    K(round, rint(x), name, T) \
+    K(sign, x != x ? x : (C)((x > (C)0) - (x < (C)0)), name, T) \
+    K(log1p, log1p(x), name, T) \
+    K(expm1, expm1(x), name, T) \
+    K(asin, asin(x), name, T) \
+    K(acos, acos(x), name, T) \
+    K(atan, atan(x), name, T) \
+    K(sinh, sinh(x), name, T) \
+    K(cosh, cosh(x), name, T) \
+    /* end */
+
+#define WB_FLOAT_BOOL_UNARY(K, name, T) \
+    K(isnan, x != x, name, T) \
+    K(isinf, isinf(x), name, T) \
+    /* end */
+
+#define WB_INT_UNARY(K, name, T) \
+    K(abs, int_abs(x), name, T) \
+    K(neg, (C)(-x), name, T) \
+    K(sqr, (C)(x * x), name, T) \
+    K(relu, x > (C)0 ? x : (C)0, name, T) \
+    K(ceil, x, name, T) \
+    K(floor, x, name, T) \
+    K(round, x, name, T) \
+    K(sign, int_sign(x), name, T) \
+    /* end */
+
+#define WB_INT_BOOL_UNARY(K, name, T) \
+    K(isnan, false, name, T) \
+    K(isinf, false, name, T) \
+    /* end */
+
+#define WB_ANY_BOOL_UNARY(K, name, T) \
+    K(logical_not, x == (C)0, name, T) \
+    /* end */
+
+#define WB_FLOAT_BINARY(K, name, T) \
+    K(add, a + b, name, T) \
+    K(sub, a - b, name, T) \
+    K(mul, a * b, name, T) \
+    K(div, a / b, name, T) \
+    K(maximum, (a != a || a > b) ? a : b, name, T) \
+    K(minimum, (a != a || a < b) ? a : b, name, T) \
+    K(pow, pow(a, b), name, T) \
+    K(floor_div, floor(a / b), name, T) \
+    K(remainder, py_remainder(a, b), name, T) \
+    K(atan2, atan2(a, b), name, T) \
+    /* end */
+
+#define WB_INT_BINARY(K, name, T) \
+    K(add, a + b, name, T) \
+    K(sub, a - b, name, T) \
+    K(mul, a * b, name, T) \
+    K(maximum, a > b ? a : b, name, T) \
+    K(minimum, a < b ? a : b, name, T) \
+    K(pow, int_pow(a, b), name, T) \
+    K(floor_div, int_floor_div(a, b), name, T) \
+    K(remainder, int_remainder(a, b), name, T) \
+    /* end */
+
+#define WB_LOGICAL_BINARY(K, name, T) \
+    K(logical_and, (a != (C)0) && (b != (C)0), name, T) \
+    K(logical_or, (a != (C)0) || (b != (C)0), name, T) \
+    K(logical_xor, (a != (C)0) != (b != (C)0), name, T) \
+    /* end */
+
+#define WB_CMP_OPS(K, name, T) \
+    K(eq, a == b, name, T) \
+    K(ne, a != b, name, T) \
+    K(lt, a < b, name, T) \
+    K(le, a <= b, name, T) \
+    K(gt, a > b, name, T) \
+    K(ge, a >= b, name, T) \
+    /* end */
+
+// Group normalisation of x (N, C, S) (S: the spatial dims flattened) with G groups.
+// Row r = n * G + g covers channels [g C/G, (g + 1) C/G) of sample n and every s: its
+// K = (C/G) S elements are elements r K .. r K + K - 1 of x in C order, read through x's
+// Layout (strided views in place). One block per row (grid-stride over rows); two passes
+// in the compute type (f32 for halves, f64 for f64): mean, then the centred sum of squares.
+// Any block size that is a multiple of 32, up to 1024 (the launch bound caps the registers).
+//   y = (x - mean) rstd w[c] + b[c],  rstd = 1 / sqrt(Σ (x - mean)² / K + eps),
+//   c = g C/G + k / S. Output contiguous (N, C, S); mean and rstd (N, G) in the compute type.
+// Written in the portable dialect (common.h).
+
+// Σ v over the block (WB_THREADS a multiple of 32, at most 1024); buf holds 32 values.
+template <typename C> WB_DEVICE C gn_block_sum(C v, WB_SHARED_PTR(C) buf WB_THREAD_PARAMS) {
+    for (int o = 16; o > 0; o >>= 1) v += WB_SHUFFLE_DOWN(v, o);
+    int lane = WB_THREAD & 31, warp = WB_THREAD >> 5;
+    if (lane == 0) buf[warp] = v;
+    WB_BARRIER();
+    if (warp == 0) {
+        v = WB_THREAD < (WB_THREADS >> 5) ? buf[lane] : (C)0;
+        for (int o = 16; o > 0; o >>= 1) v += WB_SHUFFLE_DOWN(v, o);
+        if (lane == 0) buf[0] = v;
+    }
+    WB_BARRIER();
+    C r = buf[0];
+    WB_BARRIER();
+    return r;
+}
+
+#define GROUP_NORM_KERNEL(name, T)                                                  \
+    WB_KERNEL_BOUNDED(1024) group_norm_##name(                                      \
+        WB_OUT(T, out, 0), WB_OUT(Acc<T>::type, mean_out, 1),                       \
+        WB_OUT(Acc<T>::type, rstd_out, 2), WB_IN(T, x, 3), WB_ARG(Layout, lx, 4),    \
+        WB_IN(T, w, 5), WB_ARG(Layout, lw, 6), WB_IN(T, b, 7), WB_ARG(Layout, lb, 8), \
+        WB_ARG(wb_i64, M, 9), WB_ARG(wb_i64, G, 10), WB_ARG(wb_i64, K, 11),          \
+        WB_ARG(wb_i64, S, 12), WB_ARG(wb_i64, cpg, 13), WB_ARG(wb_wide, eps, 14),    \
+        WB_ARG(int, has_w, 15), WB_ARG(int, has_b, 16) WB_THREAD_ARGS) {             \
+        typedef Acc<T>::type C;                                                     \
+        WB_SHARED C buf[32];                                                        \
+        for (wb_i64 row = WB_BLOCK_ID; row < M; row += WB_BLOCKS) {                 \
+            wb_i64 base = row * K;                                                  \
+            C s = 0;                                                                \
+            for (wb_i64 k = WB_THREAD; k < K; k += WB_THREADS)                      \
+                s += wb_load(x[wb_offset(lx, base + k)]);                           \
+            C mean = gn_block_sum(s, buf WB_THREAD_PASS) / (C)K;                    \
+            C sq = 0;                                                               \
+            for (wb_i64 k = WB_THREAD; k < K; k += WB_THREADS) {                    \
+                C d = wb_load(x[wb_offset(lx, base + k)]) - mean;                   \
+                sq += d * d;                                                        \
+            }                                                                       \
+            C rstd = (C)1 / sqrt(gn_block_sum(sq, buf WB_THREAD_PASS) / (C)K + (C)eps); \
+            if (WB_THREAD == 0) {                                                   \
+                mean_out[row] = mean;                                               \
+                rstd_out[row] = rstd;                                               \
+            }                                                                       \
+            wb_i64 c0 = (row % G) * cpg;                                            \
+            for (wb_i64 k = WB_THREAD; k < K; k += WB_THREADS) {                    \
+                C y = (wb_load(x[wb_offset(lx, base + k)]) - mean) * rstd;          \
+                wb_i64 c = c0 + k / S;                                              \
+                if (has_w) y *= wb_load(w[wb_offset(lw, c)]);                       \
+                if (has_b) y += wb_load(b[wb_offset(lb, c)]);                       \
+                out[base + k] = Store<T>::from(y);                                  \
+            }                                                                       \
+        }                                                                           \
+    }
+WB_FLOAT_DTYPES(GROUP_NORM_KERNEL)
