@@ -36,6 +36,13 @@ class DummyComm:
 class DummyCommManager:
     def __init__(self) -> None:
         self.targets: dict = {}
+        self.kernel_opened: list[tuple[str, dict, DummyComm]] = []
+
+    def create_comm(self, target_name: str, data: dict | None = None) -> DummyComm:
+        """What ``comm.create_comm`` does: a comm the kernel opens towards the frontend."""
+        comm = DummyComm()
+        self.kernel_opened.append((target_name, data, comm))
+        return comm
 
     def register_target(self, name, fn) -> None:
         self.targets[name] = fn

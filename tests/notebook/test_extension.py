@@ -67,7 +67,7 @@ def test_widgets_stop_on_unload(shell, ext):
 def test_tensor_html_formatter(shell, ext):
     x = wb.tensor([[1.0, 2.0], [3.0, float("nan")]])
     data, _ = shell.display_formatter.format(x)
-    assert "Tensor[2, 2]" in data["text/html"] and "NaN!1" in data["text/html"]
+    assert "Tensor[2, 2]" in data["text/html"] and "1 NaN</b>" in data["text/html"]
     assert "text/plain" in data
 
 

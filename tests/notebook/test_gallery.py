@@ -11,7 +11,7 @@ import tiny_model
 from PIL import Image
 
 from workbench import registry
-from workbench.notebook.gallery import Gallery, draw
+from workbench.notebook.gallery import Gallery, draw, offline_message
 
 pytest.importorskip("ipywidgets")
 
@@ -19,6 +19,7 @@ pytest.importorskip("ipywidgets")
 @pytest.fixture
 def model(monkeypatch):
     monkeypatch.setattr(registry, "_ENTRIES", {})
+    monkeypatch.setattr(registry, "_discovered", True)  # only the test model
     tiny_model.register()
     return registry.get(tiny_model.NAME)
 
@@ -30,7 +31,7 @@ def _png(widget) -> np.ndarray:
 def test_registry(model):
     assert list(registry.entries()) == [tiny_model.NAME]
     assert registry.entries()[tiny_model.NAME] is model
-    with pytest.raises(KeyError, match="no model 'nope'.*tiny-threshold"):
+    with pytest.raises(registry.RegistryError, match="no model 'nope'.*tiny-threshold"):
         registry.get("nope")
     with pytest.raises(TypeError, match="Entry"):
         registry.register("bad", {"load": None})
@@ -40,6 +41,7 @@ def test_registry(model):
 
 def test_empty_gallery_says_so(monkeypatch):
     monkeypatch.setattr(registry, "_ENTRIES", {})
+    monkeypatch.setattr(registry, "_discovered", True)
     gallery = Gallery()
     assert "No models are registered" in gallery.status.value
 
@@ -69,6 +71,21 @@ def test_offline_without_weights_names_repo_and_path(model):
     assert "No weights for Tiny threshold" in status
     assert tiny_model.HUB_REPO in status and tiny_model.LOCAL_PATH in status
     assert gallery.results.children == () and not gallery.run_button.disabled
+    # Two short lines and the loader's own words folded away; no bar left half full.
+    head, details = status.split("<details>")
+    assert head.count("<br>") == 1 and head.count(tiny_model.HUB_REPO) == 1
+    assert "no file" in details
+    assert gallery.progress.value == 0 and gallery.progress.bar_style == ""
+
+
+def test_offline_message_formats_the_loaders_backticks():
+    spec = registry.Spec("M", "d", "org/m", code="m")
+    error = OSError("not cached; run `hf download org/m w.bin` <elsewhere>")
+    text = offline_message(spec, "org/m", error)
+    assert "<code>hf download org/m w.bin</code>" in text and "`" not in text
+    assert "&lt;elsewhere&gt;" in text and "not cached and cannot be downloaded" in text
+    local = offline_message(spec, "/tmp/none.safetensors", error)
+    assert "nothing usable at <code>/tmp/none.safetensors</code>" in local
 
 
 def test_uploaded_image_is_used(model, tmp_path):
@@ -119,3 +136,22 @@ def test_gallery_magic(shell, ext, model):
     gallery = shell.run_line_magic("wb_gallery", tiny_model.NAME)
     assert isinstance(gallery, Gallery) and gallery.model.value == tiny_model.NAME
     assert "application/vnd.jupyter.widget-view+json" in gallery._repr_mimebundle_()
+
+
+def test_sdxl_panel_shows_no_empty_image():
+    """An Image widget without a value draws as a broken image: hidden until there is one."""
+    from workbench.models.stable_diffusion.gallery import GalleryResult, SdxlPanel
+
+    def offline(weights):
+        raise registry.WeightsNotFound(f"nothing cached for {weights}")
+
+    panel = SdxlPanel("org/sdxl-turbo", load=offline)
+    assert panel.image.layout.display == "none" and panel.image.value == b""
+    panel.generate()
+    panel.join(timeout=30)
+    assert "No weights" in panel.status.value
+    assert panel.image.layout.display == "none"  # still nothing to show
+    picture = np.zeros((8, 8, 3), np.uint8)
+    panel.history = [GalleryResult(picture, "p", "", 1, 0.0, 0, 0.1)]
+    panel.show(0)
+    assert panel.image.layout.display is None and _png(panel.image).shape == (8, 8, 3)

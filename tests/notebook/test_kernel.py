@@ -73,8 +73,11 @@ def test_wb_profile_payload_in_a_real_kernel(kernel):
     assert payload["cell_id"] == "integration-cell-1"
     assert payload["execution_count"] == reply["content"]["execution_count"]
     assert {"matmul", "relu", "sum"} <= {row["name"] for row in payload["rows"]}
-    streams = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
-    assert "matmul" in streams  # the table
+    # One output: the text table is the plain-text fallback of the payload, nothing printed.
+    (display,) = [m for m in messages if m["msg_type"] == "display_data"]
+    assert "matmul" in display["content"]["data"]["text/plain"]
+    assert display["content"]["metadata"][MIME]["rows"] == 20
+    assert not [m for m in messages if m["msg_type"] == "stream"]
 
 
 def test_tensor_html_in_a_real_kernel(kernel):
@@ -93,7 +96,9 @@ def test_auto_mode_comm_in_a_real_kernel(kernel):
     msg = kernel.session.msg("comm_open", {"comm_id": comm_id, "target_name": "workbench.timings",
                                            "data": {"type": "hello", "version": 1}})  # fmt: skip
     kernel.shell_channel.send(msg)
-    _execute(kernel, "%wb_profile auto on")
+    _, messages = _execute(kernel, "%wb_profile auto on")
+    states = [m["content"]["data"] for m in messages if m["msg_type"] == "comm_msg"]
+    assert states == [{"type": "state", "auto": True}]
     reply, messages = _execute(kernel, "y = wb.ones(4).exp().sum()", cell_id="auto-cell")
     assert reply["content"]["status"] == "ok"
     assert not [m for m in messages if m["msg_type"] in ("display_data", "execute_result")]
@@ -104,4 +109,19 @@ def test_auto_mode_comm_in_a_real_kernel(kernel):
     check_payload(message["payload"])
     assert message["payload"]["cell_id"] == "auto-cell"
     assert message["payload"]["execution_count"] == reply["content"]["execution_count"]
+    _execute(kernel, "%wb_profile auto off")
+
+
+def test_auto_on_opens_the_comm_from_the_kernel(kernel):
+    """With no frontend comm (Run All: its open waits behind the queued cells), ``auto on``
+    opens one on iopub, and the next cell's timings arrive on it."""
+    _execute(kernel, "%reload_ext workbench")  # closes the comms the kernel had
+    _, messages = _execute(kernel, "import workbench as wb\n%wb_profile auto on")
+    (opened,) = [m["content"] for m in messages if m["msg_type"] == "comm_open"]
+    assert opened["target_name"] == "workbench.timings"
+    assert opened["data"] == {"type": "ready", "version": 2, "auto": True}
+    _, messages = _execute(kernel, "w = wb.ones(4).exp()", cell_id="run-all-cell")
+    (message,) = [m["content"] for m in messages if m["msg_type"] == "comm_msg"]
+    assert message["comm_id"] == opened["comm_id"]
+    assert message["data"]["payload"]["cell_id"] == "run-all-cell"
     _execute(kernel, "%wb_profile auto off")

@@ -31,6 +31,12 @@ def test_bars_and_refresh():
     widget.refresh()
     bar, label = widget.box.children[0].children
     assert bar.value >= x.nbytes and "active" in label.value and "peak" in label.value
+    # The CPU bar is scaled to workbench's peak, not to all of RAM, so it shows something.
+    stats = wb.memory_stats("cpu")
+    assert bar.max == max(stats["peak_bytes"], stats["active_bytes"] + stats["cached_bytes"])
+    assert (
+        bar.value / bar.max >= x.nbytes / stats["peak_bytes"] and "share of the peak" in label.value
+    )
     assert "used of" in widget.box.children[-1].children[1].value
 
 

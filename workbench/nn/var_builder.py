@@ -38,6 +38,41 @@ class VarBuilderError(WorkbenchError, KeyError):
         return str(self.args[0])
 
 
+class WeightsMismatch(VarBuilderError):
+    """Weights that do not fit the model being built (``build_checked``): the message names the
+    model, the missing, mis-shaped and unexpected tensors. ``missing``, ``unexpected`` and
+    ``mis_shaped`` (``{name: (stored, expected)}``) hold them all."""
+
+    def __init__(self, message: str, missing=(), unexpected=(), mis_shaped=None):
+        super().__init__(message)
+        self.missing, self.unexpected = list(missing), list(unexpected)
+        self.mis_shaped = dict(mis_shaped or {})
+
+
+def _listing(names, shown: int = 4) -> str:
+    names = list(names)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def mismatch(model: str, where: str, missing, unexpected=(), mis_shaped=None) -> WeightsMismatch:
+    """The ``WeightsMismatch`` for ``model``'s weights read from ``where``."""
+    mis_shaped = dict(mis_shaped or {})
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} missing ({_listing(missing)})")
+    if mis_shaped:
+        shapes = [f"{n} is {tuple(a)}, expected {tuple(b)}" for n, (a, b) in mis_shaped.items()]
+        parts.append(f"{len(mis_shaped)} with another shape ({_listing(shapes, 2)})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} unexpected ({_listing(unexpected)})")
+    return WeightsMismatch(
+        f"these weights are not a {model}: in {where}, " + "; ".join(parts)
+        + ". Are they the weights of another model or variant?",
+        missing, unexpected, mis_shaped,
+    )  # fmt: skip
+
+
 def _missing(name: str, where: str, names: list[str]) -> VarBuilderError:
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
     if not close:  # same leaf name under another prefix, e.g. a renamed block
@@ -166,6 +201,10 @@ class _Backend:
     def get(self, name: str, shape, init, dtype, device) -> Tensor:
         raise NotImplementedError
 
+    def nbytes(self, name: str) -> int:
+        """Stored bytes of ``name`` (for progress bars), 0 when unknown."""
+        return 0
+
 
 class _Files(_Backend):
     def __init__(self, reader):
@@ -190,6 +229,10 @@ class _Files(_Backend):
         # Read on the CPU (a view of the mapped file) and convert once.
         return _convert(self.reader.get_tensor(name), dtype, device)
 
+    def nbytes(self, name: str) -> int:
+        info = self.reader.info(name)
+        return info.end - info.begin
+
 
 class _Dict(_Backend):
     where = "the tensor dict"
@@ -212,6 +255,9 @@ class _Dict(_Backend):
         if shape is not None and value.shape != shape:
             raise ShapeError(f"VarBuilder: {name!r} has shape {value.shape}, expected {shape}")
         return _convert(value, dtype, device)
+
+    def nbytes(self, name: str) -> int:
+        return int(getattr(self.tensors[name], "nbytes", 0))
 
 
 class _VarMapBackend(_Backend):
@@ -245,6 +291,109 @@ class _Zeros(_Backend):
         if shape is None:
             raise WorkbenchError(f"VarBuilder.zeros: {name!r} needs a shape")
         return init_.ZEROS(shape, dtype or dt.f32, device)
+
+
+class _Survey(_Backend):
+    """Wraps a backend to see everything a build asks for: a missing or mis-shaped tensor is
+    recorded and stands in as a zero-stride zero, so the build goes on to the end."""
+
+    def __init__(self, inner: _Backend):
+        self.inner, self.where = inner, inner.where
+        self.used: set[str] = set()
+        self.missing: list[str] = []
+        self.mis_shaped: dict[str, tuple] = {}
+
+    def names(self) -> list[str]:
+        return self.inner.names()
+
+    def contains(self, name: str) -> bool:
+        return self.inner.contains(name)
+
+    def get(self, name, shape, init, dtype, device) -> Tensor:
+        self.used.add(name)
+        if self.inner.contains(name):
+            stored = self.inner.get(name, None, init, dtype, device)
+            if shape is None or stored.shape == shape:
+                return stored
+            self.mis_shaped[name] = (stored.shape, shape)
+        elif name not in self.missing:
+            self.missing.append(name)
+        if shape is None:
+            raise WorkbenchError(f"VarBuilder: {name!r} is missing and has no expected shape")
+        zero = np.zeros((), (dtype or dt.f32).numpy)
+        return from_numpy(np.broadcast_to(zero, shape)).to(device)
+
+
+class _Counted(_Backend):
+    """Wraps a backend to advance a progress bar by the stored bytes of each tensor read."""
+
+    def __init__(self, inner: _Backend, bar):
+        self.inner, self.where, self.bar = inner, inner.where, bar
+
+    def names(self) -> list[str]:
+        return self.inner.names()
+
+    def contains(self, name: str) -> bool:
+        return self.inner.contains(name)
+
+    def get(self, name, shape, init, dtype, device) -> Tensor:
+        tensor = self.inner.get(name, shape, init, dtype, device)
+        self.bar.update(self.inner.nbytes(name))
+        return tensor
+
+    def nbytes(self, name: str) -> int:
+        return self.inner.nbytes(name)
+
+
+PROGRESS_MIN_BYTES = 64 * 2**20
+
+
+def _progress_bar(model: str, vb: VarBuilder, where: str, progress: bool | None):
+    """A ``tqdm.auto`` bar over the stored bytes under ``vb`` (a widget in JupyterLab, text in
+    a terminal); ``progress=None`` shows one from ``PROGRESS_MIN_BYTES`` on."""
+    if progress is False:
+        return None
+    backend = vb._backend
+    total = sum(backend.nbytes(name) for name in vb.names())
+    if not total or (progress is None and total < PROGRESS_MIN_BYTES):
+        return None
+    from tqdm.auto import tqdm
+
+    name = os.path.basename(str(where)) or str(where)
+    return tqdm(total=total, desc=f"loading {model} ({name})", unit="B", unit_scale=True,
+                unit_divisor=1024, leave=False)  # fmt: skip
+
+
+def build_checked(model: str, build, vb: VarBuilder, where: str | None = None,
+                  progress: bool | None = None):  # fmt: skip
+    """``build(vb)``; when a tensor is missing or mis-shaped, build once more with every tensor
+    surveyed and raise ``WeightsMismatch`` naming ``model``, the weights (``where``, default
+    the builder's source) and all the missing, mis-shaped and unexpected (stored but never
+    asked for) tensors. Costs nothing when the weights fit.
+
+    ``progress``: a ``tqdm.auto`` bar of the bytes read while building (True, False, or None:
+    for weights of ``PROGRESS_MIN_BYTES`` or more)."""
+    bar = _progress_bar(model, vb, where or vb._backend.where, progress)
+    try:
+        if bar is None:
+            return build(vb)
+        return build(VarBuilder(_Counted(vb._backend, bar), vb.dtype, vb.device, vb._prefix))
+    except (VarBuilderError, ShapeError) as error:
+        survey = _Survey(vb._backend)
+        finished = True
+        try:
+            build(VarBuilder(survey, vb.dtype, vb.device, vb._prefix))
+        except Exception:  # the survey is best effort: report what it saw
+            finished = False
+        if not survey.missing and not survey.mis_shaped:
+            raise
+        # Names nobody asked for are only known when the whole model was built.
+        unexpected = sorted(set(vb.names()) - survey.used) if finished else []
+        raise mismatch(model, where or vb._backend.where, survey.missing, unexpected,
+                       survey.mis_shaped) from error  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 # -- VarBuilder --------------------------------------------------------------------------------

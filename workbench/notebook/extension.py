@@ -54,6 +54,13 @@ def _comm_manager():
         return None
 
 
+def _create_comm(**kwargs):
+    """A comm opened from the kernel side (``comm.create_comm``)."""
+    import comm
+
+    return comm.create_comm(**kwargs)
+
+
 def load(ipython, comm_manager=None) -> _State:
     """Register reprs, events, magics and the ``workbench.timings`` comm target in ``ipython``."""
     if id(ipython) in _STATES:
@@ -62,7 +69,9 @@ def load(ipython, comm_manager=None) -> _State:
     from .magics import WorkbenchMagics
     from .views import install as install_views
 
-    st = _State(timings=Timings(ipython))
+    manager = comm_manager if comm_manager is not None else _comm_manager()
+    create = getattr(manager, "create_comm", None) if comm_manager is not None else _create_comm
+    st = _State(timings=Timings(ipython, create_comm=create))
     formatter = ipython.display_formatter.formatters["text/html"]
     for (module, name), fn in _HTML_TYPES.items():
         formatter.for_type_by_name(module, name, getattr(html, fn))
@@ -70,7 +79,7 @@ def load(ipython, comm_manager=None) -> _State:
     ipython.events.register("post_run_cell", st.timings.post_run_cell)
     st.magics = WorkbenchMagics(ipython, st)
     ipython.register_magics(st.magics)
-    st.comm_manager = comm_manager if comm_manager is not None else _comm_manager()
+    st.comm_manager = manager
     if st.comm_manager is not None:
         st.comm_manager.register_target(COMM_TARGET, st.timings.open_comm)
     st.tensor_views = install_views()

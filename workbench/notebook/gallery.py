@@ -1,6 +1,6 @@
 """The model gallery: ``gallery()`` or ``%wb_gallery [MODEL]``.
 
-It lists the models in ``workbench.registry`` (model modules register themselves when imported),
+It lists the models in ``workbench.registry`` (without importing their code),
 takes a weights source (hub repo id or local path), an uploaded image or a bundled sample, and a
 Run button that loads and runs the model in a worker thread, with a progress bar, then shows the
 result images with their overlays (boxes, labels, masks). Without weights, offline, it says so and
@@ -79,29 +79,40 @@ def _looks_local(source: str) -> bool:
     return source.startswith(("/", ".", "~")) or Path(source).suffix != "" or Path(source).exists()
 
 
-def offline_message(entry: registry.Entry, weights: str, error: BaseException) -> str:
-    """HTML: which weights are missing, the hub repo and the local path to put them."""
+def code_spans(text: str) -> str:
+    """HTML-escaped ``text`` with its `backticked` spans as ``<code>``."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def offline_message(
+    entry: registry.Entry | registry.Spec, weights: str, error: BaseException
+) -> str:
+    """HTML: which weights are missing and where to put them, in two lines; the loader's own
+    error folded away under "details"."""
     name = html.escape(entry.display_name)
-    repo = entry.weights if not _looks_local(entry.weights) else None
-    lines = [f"<b>No weights for {name}.</b> Looked for <code>{html.escape(weights)}</code>: "
-             f"{html.escape(str(error))}"]  # fmt: skip
-    if repo:
-        lines.append(
-            f"They come from the Hugging Face Hub repo <code>{html.escape(repo)}</code>, which "
-            "cannot be downloaded here (offline or not cached)."
-        )
+    source = html.escape(weights)
+    if _looks_local(weights):
+        missing = f"nothing usable at <code>{source}</code>."
+    else:
+        missing = f"the hub repo <code>{source}</code> is not cached and cannot be downloaded here."
     if entry.local_path:
-        lines.append(
-            f"Put the weights at <code>{html.escape(str(entry.local_path))}</code> and type that "
-            "path in the weights box, then press Run again."
+        where = (
+            f"Put the weights at <code>{html.escape(str(entry.local_path))}</code>, type that path"
         )
     else:
-        lines.append("Type the local path of the weights in the weights box and press Run again.")
-    return "<br>".join(lines)
+        where = "Type the local path of the weights"
+    return (
+        f"<b>No weights for {name}</b>: {missing}<br>{where} in the weights box and press Run "
+        f"again.<details><summary>details</summary>{code_spans(str(error))}</details>"
+    )
 
 
 class Gallery:
-    """The gallery widget for the registered models; ``model`` picks the first one shown."""
+    """The gallery widget for the registered models; ``model`` picks the first one shown.
+
+    Listing reads only the registry's descriptions; a model's code is imported when it is run
+    (or, for an entry with its own panel, when it is picked)."""
 
     def __init__(self, model: str | None = None) -> None:
         import ipywidgets as w
@@ -114,9 +125,9 @@ class Gallery:
         self.panels: dict[str, object] = {}
         if not self.entries:
             self.status.value = (
-                "<b>No models are registered.</b> Model modules register themselves in "
-                "<code>workbench.registry</code> when imported (for example "
-                "<code>import workbench.models.yolov8</code>); then run the gallery again."
+                "<b>No models are registered.</b> Models come from "
+                "<code>workbench.models.catalog</code> and the <code>workbench.gallery</code> "
+                "entry points, or <code>workbench.registry.register</code>."
             )
             self.box = w.VBox([self.status])
             return
@@ -156,9 +167,10 @@ class Gallery:
         self.status.value = ""
         self.results.children = ()
         self.progress.value = 0
-        if entry.panel is not None:
+        if entry.has_panel:
             if name not in self.panels:
-                self.panels[name] = entry.panel(entry)
+                full = registry.get(name)
+                self.panels[name] = full.panel(full)
             panel = self.panels[name]
             self.panel_box.children = (getattr(panel, "box", panel),)
             self.standard.layout.display = "none"
@@ -202,10 +214,15 @@ class Gallery:
         self.progress.value = index
         self.status.value = f"{_STEPS[index - 1] if index else ''}…" if index < len(_STEPS) else ""
 
+    def _fail(self) -> None:
+        """No half-filled bar is left behind: the status line says what happened."""
+        self.progress.value = 0
+        self.progress.bar_style = ""
+
     def _work(self, name: str, weights: str) -> None:
-        entry = self.entries[name]
         start = time.perf_counter()
         try:
+            entry = registry.get(name)  # imports the model's code the first time
             image = self._image(entry)
             self._step(1)
             key = (name, weights)
@@ -213,7 +230,7 @@ class Gallery:
                 try:
                     self._runners[key] = entry.load(weights)
                 except (registry.WeightsNotFound, OSError) as exc:
-                    self.progress.bar_style = "warning"
+                    self._fail()
                     self.status.value = offline_message(entry, weights, exc)
                     return
             self._step(2)
@@ -229,8 +246,8 @@ class Gallery:
             caption = f" {html.escape(result.text)}" if result.text else ""
             self.status.value = f"done in {time.perf_counter() - start:.2f} s.{caption}"
         except Exception as exc:  # shown in the widget: a worker thread has nowhere else to raise
-            self.progress.bar_style = "danger"
-            self.status.value = f"<b>{html.escape(type(exc).__name__)}</b>: {html.escape(str(exc))}"
+            self._fail()
+            self.status.value = f"<b>{html.escape(type(exc).__name__)}</b>: {code_spans(str(exc))}"
         finally:
             self.run_button.disabled = False
 

@@ -100,10 +100,9 @@ def tensor_html(t) -> str:
         parts.append(f"μ={_g(s['mean'])} σ={_g(s['std'])}")
     if "true" in s:
         parts.append(f"true={s['true']}")
-    if s["nan"]:
-        parts.append(f"<b style='color:#d62728'>NaN!{s['nan']}</b>")
-    if s["inf"]:
-        parts.append(f"<b style='color:#d62728'>Inf!{s['inf']}</b>")
+    bad = [f"{s[key]} {label}" for key, label in (("nan", "NaN"), ("inf", "Inf")) if s[key]]
+    if bad:  # shouted, as in lovely-tensors: "1 NaN, 2 Inf"
+        parts.append(f"<b style='color:#d62728'>{', '.join(bad)}</b>")
     line = sparkline(flat)
     if line:
         parts.append(f"<span title='histogram'>{line}</span>")

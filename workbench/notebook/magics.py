@@ -16,7 +16,11 @@ from ..profiler import Profile
 from .devices import available, device_table, synchronize_all
 from .timings import MIME
 
-_SORT_KEYS = ("total", "self", "calls", "mean", "device", "name")
+# ``--sort`` choices -> the payload row field and direction the inline view sorts by.
+_SORT_FIELDS = {
+    "total": ("total_ms", True), "self": ("self_ms", True), "calls": ("calls", True),
+    "mean": ("mean_ms", True), "device": ("device_ms", True), "name": ("name", False),
+}  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
 def _profile_parser() -> _Parser:
     parser = _Parser(prog="%%wb_profile", add_help=False)
     parser.add_argument("-n", type=int, default=20, help="rows of the table")
-    parser.add_argument("--sort", default="total", choices=_SORT_KEYS)
+    parser.add_argument("--sort", default="total", choices=tuple(_SORT_FIELDS))
     parser.add_argument("-o", action="store_true", help="return the Profile")
     return parser
 
@@ -85,8 +89,10 @@ class WorkbenchMagics(Magics):
     # -- %%wb_profile ----------------------------------------------------------------------
     @line_cell_magic
     def wb_profile(self, line: str, cell: str | None = None):
-        """``%%wb_profile [-n ROWS] [--sort KEY] [-o]``: run the cell under the profiler, print the
-        per-op table and emit the timings payload (MIME ``application/vnd.workbench.timings+json``).
+        """``%%wb_profile [-n ROWS] [--sort KEY] [-o]``: run the cell under the profiler and show
+        its per-op timings: one output with the timings payload (MIME
+        ``application/vnd.workbench.timings+json``, drawn by the JupyterLab extension, top
+        ``ROWS`` rows first) and the text table as its plain-text fallback.
 
         ``%wb_profile auto on|off``: profile every cell and send its payload on the
         ``workbench.timings`` comm, adding no outputs.
@@ -103,16 +109,17 @@ class WorkbenchMagics(Magics):
             if timings.profiling is not None:  # auto mode sees this cell's ops too
                 timings.profiling.events.extend(profile.events)
         payload = profile.timings_payload(timings.cell_id, timings.execution_count)
-        print(profile.table(rows=args.n, sort=args.sort))
-        totals = payload["totals"]
-        summary = (
-            f"workbench timings: {totals['calls']} op calls, {totals['host_ms']:.3f} ms in ops, "
-            f"{payload['wall_ms']:.3f} ms wall"
-        )
-        display({MIME: payload, "text/plain": summary}, raw=True)
+        # One output: JupyterLab draws the payload, a terminal (or a frontend without the
+        # extension) prints the text table, its plain-text fallback. The payload keeps every
+        # row for the panel; the metadata says which ones the inline view shows first.
+        key, descending = _SORT_FIELDS[args.sort]
+        hint = {"rows": max(args.n, 0), "sort": {"key": key, "descending": descending}}
+        display({MIME: payload, "text/plain": profile.table(rows=args.n, sort=args.sort)},
+                metadata={MIME: hint}, raw=True)  # fmt: skip
         return profile if args.o else value
 
     def _auto(self, line: str) -> None:
+        """Turn auto mode on or off; the comms (the panel's badge) are told."""
         words = line.split()
         if len(words) != 2 or words[0] != "auto" or words[1] not in ("on", "off"):
             from IPython.core.error import UsageError

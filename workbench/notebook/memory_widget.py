@@ -54,11 +54,14 @@ class MemoryWidget:
             bar, label, _ = self._bars[str(device)]
             total = row.get("total_bytes") or 0
             used = row["active_bytes"] + row["cached_bytes"]
-            bar.max = float(total or max(row["peak_bytes"], used, 1))
+            # The CPU's "total" is all of RAM (the bar below): against it workbench's own
+            # tensors would look like nothing, so its bar is scaled to the session's peak.
+            scale = 0 if device.is_cpu else total
+            bar.max = float(scale or max(row["peak_bytes"], used, 1))
             bar.value = float(min(used, bar.max))
             active, peak, cached = (human_bytes(row[k]) for k in STAT_KEYS)
             label.value = f"active {active}, peak {peak}, cached {cached}" + (
-                f" of {human_bytes(total)}" if total else ""
+                f" of {human_bytes(total)}" if scale else " (bar: share of the peak)"
             )
         total, free = system_ram()
         bar, label, _ = self._bars["RAM"]

@@ -7,7 +7,13 @@
  * (workbench not loaded yet) closes it at once; that is not an error: the
  * open is retried after the next executed cell, backing off to every 16th
  * cell so a notebook that never loads workbench does not fill the kernel log.
- * A kernel may also open the comm itself; both ways end in the same handler.
+ * A kernel may also open the comm itself: it does when auto mode is turned on
+ * and it has no comm, because under Run All the frontend's own open waits on
+ * the shell channel behind the queued cells, while the kernel's open arrives
+ * on iopub at once. Both ways end in the same handler.
+ *
+ * The kernel tells its auto mode (`ready` and `state` messages, comm protocol
+ * version 2): `auto` is true or false once known, null before.
  *
  * Restarts are not seen through an 'idle' status: JupyterLab does not track
  * the status of kernel_info requests, so a restarted kernel stays 'starting'
@@ -20,9 +26,9 @@ import { ISignal, Signal } from '@lumino/signaling';
 import {
   AutoState,
   COMM_TARGET,
+  COMM_VERSIONS,
   ITimingsPayload,
   LOG_PREFIX,
-  SUPPORTED_VERSIONS,
   readCommMessage
 } from './model';
 
@@ -71,6 +77,21 @@ export class TimingsComm {
     return this._stateChanged;
   }
 
+  /** The kernel's auto mode, null until it said (or after a restart). */
+  get auto(): boolean | null {
+    return this._auto;
+  }
+
+  /** Emits when the kernel's auto mode changes (or becomes unknown). */
+  get autoChanged(): ISignal<this, boolean | null> {
+    return this._autoChanged;
+  }
+
+  /** Emits when the kernel restarts or is replaced: what it sent is stale. */
+  get restarted(): ISignal<this, void> {
+    return this._restarted;
+  }
+
   get isDisposed(): boolean {
     return this._disposed;
   }
@@ -104,6 +125,9 @@ export class TimingsComm {
     }
     this._dropComm();
     this._reset();
+    if (old) {
+      this._restarted.emit();
+    }
     this._kernel = kernel;
     if (!kernel) {
       this._pending = false;
@@ -124,6 +148,7 @@ export class TimingsComm {
     this._failures = 0;
     this._executed = 0;
     this._pending = true;
+    this._setAuto(null);
     this._setState('connecting');
   }
 
@@ -144,6 +169,7 @@ export class TimingsComm {
         // open again once it is connected to the new kernel.
         this._dropComm(false);
         this._reset();
+        this._restarted.emit();
         break;
       case 'starting':
         // A new kernel process. An open already on its way is kept (the
@@ -152,6 +178,7 @@ export class TimingsComm {
         if (this._comm) {
           this._dropComm(false);
           this._reset();
+          this._restarted.emit();
         }
         this._openIfPending();
         break;
@@ -217,12 +244,19 @@ export class TimingsComm {
       return;
     }
     this._opening = false;
+    if (this._comm) {
+      // The kernel opened one meanwhile (auto mode turned on): keep that one.
+      if (open && comm && !comm.isDisposed) {
+        closeQuietly(comm);
+      }
+      return;
+    }
     if (!open || !comm) {
       this._failed();
       return;
     }
     this._adopt(comm);
-    comm.send({ type: 'hello' });
+    comm.send({ type: 'hello', version: COMM_VERSIONS[0] });
   }
 
   /**
@@ -242,12 +276,13 @@ export class TimingsComm {
         closed = true;
         if (this._comm === created) {
           this._comm = null;
+          this._setAuto(null);
           this._failed();
         }
       };
       created.onMsg = msg => this._handle(msg.content.data);
       const done = created
-        .open({ type: 'hello', version: SUPPORTED_VERSIONS[0] })
+        .open({ type: 'hello', version: COMM_VERSIONS[0] })
         .done.then(
           () => true,
           () => false // the future was disposed: a restart or a dead kernel
@@ -278,6 +313,7 @@ export class TimingsComm {
       if (this._comm === comm) {
         this._comm = null;
         this._pending = true;
+        this._setAuto(null);
         this._setState('unavailable');
       }
     };
@@ -324,10 +360,19 @@ export class TimingsComm {
     const message = readCommMessage(data);
     if (message.kind === 'timings') {
       this._onPayload(message.payload);
+    } else if (message.kind === 'ready' || message.kind === 'state') {
+      this._setAuto(message.auto);
     } else if (message.kind === 'ignored') {
       this._warn(
         `${LOG_PREFIX} ignored a message on the ${COMM_TARGET} comm: ${message.reason}`
       );
+    }
+  }
+
+  private _setAuto(auto: boolean | null): void {
+    if (auto !== this._auto) {
+      this._auto = auto;
+      this._autoChanged.emit(auto);
     }
   }
 
@@ -353,4 +398,7 @@ export class TimingsComm {
   private _generation = 0;
   private _state: AutoState = 'no-kernel';
   private _stateChanged = new Signal<this, AutoState>(this);
+  private _auto: boolean | null = null;
+  private _autoChanged = new Signal<this, boolean | null>(this);
+  private _restarted = new Signal<this, void>(this);
 }

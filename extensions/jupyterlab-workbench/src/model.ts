@@ -16,6 +16,12 @@ export const COMM_TARGET = 'workbench.timings';
 /** Payload versions this extension reads. */
 export const SUPPORTED_VERSIONS: ReadonlyArray<number> = [1];
 
+/**
+ * Versions of the comm protocol (hello, ready, state, timings messages) this
+ * extension speaks; version 2 added the kernel's auto-mode state.
+ */
+export const COMM_VERSIONS: ReadonlyArray<number> = [2];
+
 /** Prefix of every console message of this extension. */
 export const LOG_PREFIX = '[jupyterlab-workbench]';
 
@@ -233,6 +239,8 @@ export interface ICellTimings {
   readonly source: TimingsSource;
   /** Arrival order within the store: the highest is the last cell run. */
   readonly seq: number;
+  /** From a kernel that has restarted (or been replaced) since. */
+  readonly stale: boolean;
 }
 
 /**
@@ -294,12 +302,36 @@ export class TimingsStore {
       cellKey(payload, containingCellId) ?? `unknown:${this._seq + 1}`;
     const previous = this._cells.get(key);
     if (previous && samePayload(previous.payload, payload)) {
-      // Rescanning unchanged outputs must not make an old cell the "last" one.
+      // Rescanning unchanged outputs must not make an old cell the "last" one
+      // (nor a stale one fresh: the same numbers are still the old kernel's).
       return key;
     }
-    this._cells.set(key, { key, payload, source, seq: ++this._seq });
+    this._cells.set(key, {
+      key,
+      payload,
+      source,
+      seq: ++this._seq,
+      stale: false
+    });
     this._changed.emit();
     return key;
+  }
+
+  /**
+   * Mark every cell as coming from a previous kernel (after a restart): they
+   * stay, flagged, until their cell runs again.
+   */
+  markStale(): void {
+    let changed = false;
+    for (const [key, cell] of this._cells) {
+      if (!cell.stale) {
+        this._cells.set(key, { ...cell, stale: true });
+        changed = true;
+      }
+    }
+    if (changed) {
+      this._changed.emit();
+    }
   }
 
   get(key: string): ICellTimings | undefined {
@@ -362,6 +394,49 @@ export class TimingsStore {
 
 function samePayload(a: ITimingsPayload, b: ITimingsPayload): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** How an output's inline view starts: `%%wb_profile -n ROWS --sort KEY`. */
+export interface IDisplayHint {
+  /** Rows shown before "show all"; null shows every row. */
+  rows: number | null;
+  sort: ISortState;
+}
+
+const SORT_KEYS: ReadonlyArray<SortKey> = [
+  'name',
+  'device',
+  'calls',
+  'total_ms',
+  'mean_ms',
+  'self_ms',
+  'device_ms',
+  'share'
+];
+
+/**
+ * Read the display metadata `%%wb_profile` puts beside its payload,
+ * `{"rows": 3, "sort": {"key": "calls", "descending": true}}`. Anything
+ * missing or malformed falls back to every row in the payload's order.
+ */
+export function readDisplayHint(metadata: unknown): IDisplayHint {
+  const hint: IDisplayHint = { rows: null, sort: DEFAULT_SORT };
+  if (!isObject(metadata)) {
+    return hint;
+  }
+  const rows = metadata.rows;
+  if (typeof rows === 'number' && Number.isInteger(rows) && rows >= 0) {
+    hint.rows = rows;
+  }
+  const sort = metadata.sort;
+  if (
+    isObject(sort) &&
+    SORT_KEYS.includes(sort.key as SortKey) &&
+    typeof sort.descending === 'boolean'
+  ) {
+    hint.sort = { key: sort.key as SortKey, descending: sort.descending };
+  }
+  return hint;
 }
 
 /** Columns a table can be sorted by. */
@@ -524,13 +599,24 @@ export type AutoState =
 /** A message received on the `workbench.timings` comm, once read. */
 export type CommMessage =
   | { kind: 'timings'; payload: ITimingsPayload }
-  | { kind: 'ready'; version: number }
+  | { kind: 'ready'; version: number; auto: boolean }
+  | { kind: 'state'; auto: boolean }
   | { kind: 'ignored'; reason: string };
 
+function readAuto(data: Json, type: string): boolean {
+  if (typeof data.auto !== 'boolean') {
+    throw new PayloadError(
+      `a '${type}' message needs 'auto' true or false, got ${show(data.auto)}`
+    );
+  }
+  return data.auto;
+}
+
 /**
- * Read a comm message: `{"type": "timings", "payload": ...}` or
- * `{"type": "ready", "version": 1}`. Never throws; a bad message is
- * `ignored` with a reason for the console.
+ * Read a comm message (protocol version 2): `{"type": "timings", "payload":
+ * ...}`, `{"type": "ready", "version": 2, "auto": false}` or `{"type":
+ * "state", "auto": true}`. Never throws; a bad message is `ignored` with a
+ * reason for the console.
  */
 export function readCommMessage(data: unknown): CommMessage {
   if (!isObject(data)) {
@@ -547,15 +633,30 @@ export function readCommMessage(data: unknown): CommMessage {
         : { kind: 'ignored', reason: result.error };
     }
     case 'ready':
-      if (!SUPPORTED_VERSIONS.includes(data.version as number)) {
+      if (!COMM_VERSIONS.includes(data.version as number)) {
         return {
           kind: 'ignored',
           reason:
-            `the kernel speaks payload version ${show(data.version)}, this ` +
-            `extension reads version ${SUPPORTED_VERSIONS.join(', ')}`
+            `the kernel speaks comm protocol version ${show(data.version)}, ` +
+            `this extension speaks version ${COMM_VERSIONS.join(', ')}; update ` +
+            'jupyterlab-workbench and workbench together'
         };
       }
-      return { kind: 'ready', version: data.version as number };
+      try {
+        return {
+          kind: 'ready',
+          version: data.version as number,
+          auto: readAuto(data, 'ready')
+        };
+      } catch (error) {
+        return { kind: 'ignored', reason: (error as Error).message };
+      }
+    case 'state':
+      try {
+        return { kind: 'state', auto: readAuto(data, 'state') };
+      } catch (error) {
+        return { kind: 'ignored', reason: (error as Error).message };
+      }
     default:
       return {
         kind: 'ignored',

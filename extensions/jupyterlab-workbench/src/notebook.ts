@@ -26,6 +26,9 @@ export class NotebookTimings implements INotebookTimings {
       onPayload: payload => this._onCommPayload(payload)
     });
     this.comm.stateChanged.connect(this._emitRefreshed, this);
+    this.comm.autoChanged.connect(this._emitRefreshed, this);
+    // Timings of the previous kernel stay, marked, until their cells run again.
+    this.comm.restarted.connect(() => this.store.markStale(), this);
     void this._context.ready.then(() => {
       if (!this._disposed) {
         this._watchModel();
@@ -42,6 +45,10 @@ export class NotebookTimings implements INotebookTimings {
 
   get autoState(): AutoState {
     return this.comm.state;
+  }
+
+  get autoOn(): boolean | null {
+    return this.comm.auto;
   }
 
   get refreshed(): ISignal<this, void> {

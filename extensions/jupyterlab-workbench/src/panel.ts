@@ -36,6 +36,8 @@ export interface INotebookTimings {
   /** Null when the cell is not (or no longer) in the notebook. */
   cellInfo(key: string): ICellInfo | null;
   readonly autoState: AutoState;
+  /** The kernel's auto mode once it said, else null. */
+  readonly autoOn: boolean | null;
   /** Emits when something besides the store changed (metadata, comm state). */
   readonly refreshed: ISignal<unknown, void>;
 }
@@ -47,20 +49,37 @@ export namespace TimingsPanel {
   }
 }
 
-const AUTO_LABEL: Record<AutoState, [string, string]> = {
+/** The badge's words: the comm's state, and once connected auto mode's. */
+export type BadgeState =
+  Exclude<AutoState, 'connected'> | 'auto-on' | 'auto-off';
+
+const BADGE_LABEL: Record<BadgeState, [string, string]> = {
   'no-kernel': ['no kernel', 'The notebook has no running kernel.'],
   connecting: ['connecting', 'Opening the workbench.timings comm…'],
-  connected: [
-    'auto: listening',
-    'Connected to the kernel on the workbench.timings comm: cells profiled by ' +
-      '`%wb_profile auto on` appear here without any output.'
+  'auto-on': [
+    'auto: on',
+    'Auto mode is on: every cell is profiled and its timings appear here ' +
+      'without any output. %wb_profile auto off turns it off.'
+  ],
+  'auto-off': [
+    'auto: off',
+    'Connected to workbench in the kernel, auto mode is off: only ' +
+      '%%wb_profile cells are timed. %wb_profile auto on times every cell.'
   ],
   unavailable: [
-    'auto: off',
-    'The kernel has no workbench.timings comm target yet (run `%load_ext workbench`); ' +
+    'not loaded',
+    'The kernel has not loaded workbench (run %load_ext workbench); ' +
       'retried after the next cell runs or the kernel restarts.'
   ]
 };
+
+/** What the badge shows for a comm state and the kernel's auto mode. */
+export function badgeState(state: AutoState, auto: boolean | null): BadgeState {
+  if (state !== 'connected') {
+    return state;
+  }
+  return auto ? 'auto-on' : 'auto-off';
+}
 
 /** The sidebar widget. */
 export class TimingsPanel extends Widget {
@@ -171,9 +190,12 @@ export class TimingsPanel extends Widget {
     this._notebookName.textContent = source ? source.name : '';
     this._notebookName.title = source ? source.name : '';
     const state: AutoState = source ? source.autoState : 'no-kernel';
-    this._autoBadge.textContent = source ? AUTO_LABEL[state][0] : '';
-    this._autoBadge.title = source ? AUTO_LABEL[state][1] : '';
+    const badge = badgeState(state, source ? source.autoOn : null);
+    this._autoBadge.textContent = source ? BADGE_LABEL[badge][0] : '';
+    this._autoBadge.title = source ? BADGE_LABEL[badge][1] : '';
     this._autoBadge.dataset.state = state;
+    this._autoBadge.dataset.auto =
+      badge === 'auto-on' ? 'on' : badge === 'auto-off' ? 'off' : 'unknown';
     this._autoBadge.hidden = !source;
     this._renderDeviceOptions(source ? source.store.devices() : []);
     this._clearButton.disabled = !source || source.store.size === 0;
@@ -233,6 +255,10 @@ export class TimingsPanel extends Widget {
     const section = el('section', `${CSS}-cell`);
     section.dataset.cellId = cell.key;
     section.dataset.source = cell.source;
+    if (cell.stale) {
+      section.dataset.stale = 'true';
+      section.classList.add(`${CSS}-stale`);
+    }
 
     const header = el('div', `${CSS}-cellHeader`);
     // The payload's count names the profiled run; a later unprofiled run of
@@ -256,6 +282,13 @@ export class TimingsPanel extends Widget {
     header.appendChild(el('span', `${CSS}-cellId`, shortId(cell.key)));
     if (cell.source === 'comm') {
       header.appendChild(el('span', `${CSS}-tag`, 'auto'));
+    }
+    if (cell.stale) {
+      const tag = el('span', `${CSS}-staleTag`, 'old kernel');
+      tag.title =
+        'Timed by the kernel before its last restart: run the cell again ' +
+        'for current numbers.';
+      header.appendChild(tag);
     }
     const summary = summarize(cell.payload, this._device);
     header.appendChild(

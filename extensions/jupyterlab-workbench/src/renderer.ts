@@ -13,6 +13,8 @@ import {
   LOG_PREFIX,
   MIME_TYPE,
   nextSort,
+  readDisplayHint,
+  sortRows,
   summarize,
   validatePayload
 } from './model';
@@ -40,6 +42,11 @@ export class TimingsOutput extends Widget implements IRenderMime.IRenderer {
       return Promise.resolve();
     }
     this._payload = result.payload;
+    const hint = readDisplayHint(
+      (model.metadata as Record<string, unknown>)[this._mimeType]
+    );
+    this._sort = hint.sort;
+    this._limit = hint.rows;
     this._draw();
     return Promise.resolve();
   }
@@ -47,19 +54,35 @@ export class TimingsOutput extends Widget implements IRenderMime.IRenderer {
   private _draw(): void {
     const payload = this._payload as ITimingsPayload;
     const summary = summarize(payload);
+    const all = payload.rows.length;
+    // `-n`: the top rows under the current sort, as the text table shows them.
+    const limited = this._limit !== null && this._limit < all;
+    const rows = limited
+      ? sortRows(payload.rows, this._sort).slice(0, this._limit as number)
+      : payload.rows;
     const title = el('div', `${CSS}-outputTitle`);
     title.appendChild(el('span', `${CSS}-outputName`, 'Kernel timings'));
+    const ops = limited ? `${rows.length} of ${all} ops` : `${all} ops`;
     title.appendChild(
       el(
         'span',
         `${CSS}-outputMeta`,
-        `${payload.rows.length} ops · ${formatMs(summary.hostMs)} in ops`
+        `${ops} · ${formatMs(summary.hostMs)} in ops`
       )
     );
+    if (limited) {
+      const more = el('button', `${CSS}-showAll`, 'show all');
+      more.title = 'Show every op of this cell';
+      more.addEventListener('click', () => {
+        this._limit = null;
+        this._draw();
+      });
+      title.appendChild(more);
+    }
     this.node.replaceChildren(
       title,
       renderSummary(summary, null),
-      renderTable(payload.rows, this._sort, key => {
+      renderTable(rows, this._sort, key => {
         this._sort = nextSort(this._sort, key);
         this._draw();
       })
@@ -69,6 +92,7 @@ export class TimingsOutput extends Widget implements IRenderMime.IRenderer {
   private _mimeType: string;
   private _payload: ITimingsPayload | null = null;
   private _sort: ISortState = DEFAULT_SORT;
+  private _limit: number | null = null;
 }
 
 /** The renderer factory. */

@@ -1,4 +1,5 @@
-"""Gallery entries (``wb.gallery()``) and click-to-segment.
+"""The code of the gallery entries (``wb.gallery()``, described in ``workbench.models.catalog``)
+and click-to-segment.
 
 Registered when imported: ``sam-vit-b`` (every automatic mask), ``sam-vit-b-point`` (the
 masks for a point at the image centre) and ``mobile-sam-point`` (the same with MobileSAM's
@@ -15,14 +16,12 @@ The image embedding is computed once (``set_image``), each click only runs the d
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ... import registry
 from .automatic import SamAutomaticMaskGenerator
 from .draw import color
-from .load import HUB_FILES, HUB_REPO, load
+from .load import load
 from .predictor import SamPredictor
 
 
@@ -177,43 +176,13 @@ def run_point(runner: _Runner, image, x: float = 0.5, y: float = 0.5) -> registr
     return registry.Result([image] * len(masks), overlays, f"{len(masks)} masks for one point")
 
 
-_LOCAL = os.path.join("~", ".cache", "workbench", HUB_FILES["vit_b"])
-registry.register(
-    "sam-vit-b",
-    registry.Entry(
-        display_name="SAM ViT-B (automatic)",
-        description="Segment Anything: every object, from a grid of point prompts.",
-        weights=HUB_REPO,
-        local_path=_LOCAL,
-        samples={"synthetic": _sample},
-        load=_load_runner,
-        run=run_auto,
-        options={"points_per_side": 16},
-    ),
-)
-registry.register(
-    "sam-vit-b-point",
-    registry.Entry(
-        display_name="SAM ViT-B (point)",
-        description="Segment Anything: the masks under a point (for clicks, see ClickSegmenter).",
-        weights=HUB_REPO,
-        local_path=_LOCAL,
-        samples={"synthetic": _sample},
-        load=_load_runner,
-        run=run_point,
-        options={"x": 0.5, "y": 0.5},
-    ),
-)
-registry.register(
-    "mobile-sam-point",
-    registry.Entry(
-        display_name="MobileSAM (point)",
-        description="MobileSAM: SAM's decoder on a TinyViT encoder (about 6M parameters).",
-        weights=HUB_REPO,
-        local_path=os.path.join("~", ".cache", "workbench", HUB_FILES["mobile_sam"]),
-        samples={"synthetic": _sample},
-        load=_load_mobile,
-        run=run_point,
-        options={"x": 0.5, "y": 0.5},
-    ),
-)
+registry.register("sam-vit-b", registry.spec("sam-vit-b").entry(
+    load=_load_runner, run=run_auto, samples={"synthetic": _sample},
+    options={"points_per_side": 16},
+))  # fmt: skip
+registry.register("sam-vit-b-point", registry.spec("sam-vit-b-point").entry(
+    load=_load_runner, run=run_point, samples={"synthetic": _sample}, options={"x": 0.5, "y": 0.5},
+))  # fmt: skip
+registry.register("mobile-sam-point", registry.spec("mobile-sam-point").entry(
+    load=_load_mobile, run=run_point, samples={"synthetic": _sample}, options={"x": 0.5, "y": 0.5},
+))  # fmt: skip

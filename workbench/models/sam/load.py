@@ -149,10 +149,20 @@ def load_weights(weights, which: str = "vit_b") -> Mapping[str, Any]:
 
 def load(weights=HUB_REPO, which: str = "vit_b", dtype=None, device=None, **overrides) -> Sam:
     """A ``Sam`` from ``weights`` (see ``load_weights``; ``which`` picks the hub file:
-    ``vit_b`` or ``mobile_sam``); ``overrides`` go to the config."""
+    ``vit_b`` or ``mobile_sam``); ``overrides`` go to the config. Weights of another model
+    raise ``WeightsMismatch`` naming the missing and unexpected tensors."""
+    from ...nn.var_builder import build_checked
+
     tensors = load_weights(weights, which)
-    cfg = infer_config({k: tuple(v.shape) for k, v in tensors.items()}, **overrides)
-    return Sam(nn.VarBuilder.from_dict(tensors, dtype=dtype, device=device), cfg)
+    try:
+        cfg = infer_config({k: tuple(v.shape) for k, v in tensors.items()}, **overrides)
+    except (KeyError, ValueError):  # not SAM names: compare with the published variant
+        cfg = replace(SamConfig.variant("mobile_sam" if which == "tiny_vit" else which),
+                      **overrides)  # fmt: skip
+    model = "MobileSAM" if cfg.tiny_vit is not None else f"SAM {which}"
+    vb = nn.VarBuilder.from_dict(tensors, dtype=dtype, device=device)
+    where = str(weights) if isinstance(weights, str | os.PathLike) else None
+    return build_checked(model, lambda vb: Sam(vb, cfg), vb, where)
 
 
 def convert_checkpoint(pth: str | os.PathLike, out: str | os.PathLike) -> None:

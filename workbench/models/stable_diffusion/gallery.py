@@ -23,7 +23,7 @@ import numpy as np
 
 from ... import registry
 from ...io.errors import HubError
-from .load import SDXL_BASE_REPO, SDXL_TURBO_REPO, is_turbo
+from .load import SDXL_TURBO_REPO, is_turbo
 
 __all__ = ["GalleryResult", "SdxlPanel"]
 
@@ -36,6 +36,17 @@ def _png(image: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(np.asarray(image, np.uint8)).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def _no_weights(weights: str, error: BaseException) -> str:
+    """Two short lines; the loader's full advice folded under "details"."""
+    from ...notebook.gallery import code_spans
+
+    return (
+        f"<b>No weights</b> for <code>{html.escape(weights)}</code>: not cached and not "
+        "downloadable here.<br>Type the path of a local diffusers folder in the weights box."
+        f"<details><summary>details</summary>{code_spans(str(error))}</details>"
+    )
 
 
 @dataclass
@@ -96,7 +107,8 @@ class SdxlPanel:
                                         icon="paint-brush")  # fmt: skip
         self.progress = w.IntProgress(value=0, min=0, max=1)
         self.status = w.HTML()
-        self.image = w.Image(format="png", layout=w.Layout(width="384px"))
+        # Hidden until there is a picture: an empty Image widget draws as a broken image.
+        self.image = w.Image(format="png", layout=w.Layout(width="384px", display="none"))
         self.strip = w.HBox()
         self.generate_button.on_click(lambda _: self.generate())
         self.box = w.VBox([
@@ -150,8 +162,12 @@ class SdxlPanel:
         self.progress.max, self.progress.value = total, step
         self.status.value = f"step {step}/{total}…"
 
-    def _on_preview(self, step: int, image: np.ndarray) -> None:
+    def _picture(self, image: np.ndarray) -> None:
         self.image.value = _png(image)
+        self.image.layout.display = None
+
+    def _on_preview(self, step: int, image: np.ndarray) -> None:
+        self._picture(image)
 
     def _work(self, weights, prompt, negative, steps, guidance, seed, size) -> None:
         start = time.perf_counter()
@@ -160,8 +176,8 @@ class SdxlPanel:
             try:
                 pipe = self.pipeline(weights)
             except (registry.WeightsNotFound, HubError, OSError) as e:
-                self.progress.bar_style = "warning"
-                self.status.value = f"<b>No weights.</b> {html.escape(str(e))}"
+                self.progress.value, self.progress.bar_style = 0, ""
+                self.status.value = _no_weights(weights, e)
                 return
             start = time.perf_counter()
             out = pipe(
@@ -186,7 +202,7 @@ class SdxlPanel:
     def show(self, index: int) -> None:
         """Show history item ``index`` (0 = newest) large, with its settings."""
         result = self.history[index]
-        self.image.value = _png(result.image)
+        self._picture(result.image)
         self.status.value = html.escape(result.caption())
 
     def _draw_strip(self) -> None:
@@ -226,27 +242,9 @@ def _panel(entry: registry.Entry) -> SdxlPanel:
     return SdxlPanel(entry.weights)
 
 
-registry.register(
-    "sdxl-turbo",
-    registry.Entry(
-        display_name="SDXL-Turbo (text to image)",
-        description="Stable Diffusion XL Turbo: 512x512 images in 1-4 steps, no guidance.",
-        weights=SDXL_TURBO_REPO,
-        load=_load_pipeline,
-        run=run,
-        options={"seed": 0},
-        panel=_panel,
-    ),
-)
-registry.register(
-    "sdxl-base",
-    registry.Entry(
-        display_name="SDXL 1.0 base (text to image)",
-        description="Stable Diffusion XL base: 1024x1024 images, 25-50 steps, guidance 5.",
-        weights=SDXL_BASE_REPO,
-        load=_load_pipeline,
-        run=run,
-        options={"seed": 0, "num_inference_steps": 30},
-        panel=_panel,
-    ),
-)
+registry.register("sdxl-turbo", registry.spec("sdxl-turbo").entry(
+    load=_load_pipeline, run=run, options={"seed": 0}, panel=_panel,
+))  # fmt: skip
+registry.register("sdxl-base", registry.spec("sdxl-base").entry(
+    load=_load_pipeline, run=run, options={"seed": 0, "num_inference_steps": 30}, panel=_panel,
+))  # fmt: skip

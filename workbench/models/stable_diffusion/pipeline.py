@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,7 @@ class StableDiffusionXL:
         the UNet weights elsewhere.
         """
         from ...dtype import dtype as as_dtype
+        from ...nn.var_builder import build_checked
 
         components = ("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "unet")
         components += ("scheduler",) if vae is not None else ("vae", "scheduler")
@@ -193,14 +195,15 @@ class StableDiffusionXL:
             if vae is not None
             else _load.weights_path(folder, "vae", variant)
         )
+        vae_vb = nn.VarBuilder.from_safetensors(vae_path, vae_dtype, dev)
         te_configs = [ClipTextConfig.from_json(folder / c / "config.json")
                       for c in ("text_encoder", "text_encoder_2")]  # fmt: skip
         text_encoders = []
         for component, cfg in zip(("text_encoder", "text_encoder_2"), te_configs, strict=True):
             vb = builder(component)
-            text_encoders.append(
-                ClipTextModel(vb, cfg, with_projection=vb.contains("text_projection.weight"))
-            )
+            build = partial(ClipTextModel, cfg=cfg,
+                            with_projection=vb.contains("text_projection.weight"))  # fmt: skip
+            text_encoders.append(build_checked(f"SDXL {component}", build, vb))
         index = _load.read_json(folder / "model_index.json")
         scheduler_config = _load.read_json(folder / "scheduler" / "scheduler_config.json")
         if scheduler is not None:
@@ -210,8 +213,8 @@ class StableDiffusionXL:
             ClipTokenizer.from_dir(folder / "tokenizer"),
             ClipTokenizer.from_dir(folder / "tokenizer_2"),
             *text_encoders,
-            UNet2DConditionModel(unet_vb, unet_config),
-            AutoencoderKL(nn.VarBuilder.from_safetensors(vae_path, vae_dtype, dev), vae_config),
+            build_checked("SDXL unet", partial(UNet2DConditionModel, cfg=unet_config), unet_vb),
+            build_checked("SDXL vae", partial(AutoencoderKL, cfg=vae_config), vae_vb),
             scheduler_config,
             unet_config=unet_config,
             vae_config=vae_config,

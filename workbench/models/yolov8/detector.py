@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,21 @@ def load(
     size: int = 640,
 ) -> Detector:
     """A ``Detector`` from weights (see ``load_weights``); sizes and classes are read from the
-    weights. It computes in ``dtype`` (default f32, whatever the file stores)."""
+    weights. It computes in ``dtype`` (default f32, whatever the file stores). Weights of
+    another model (or detection weights for ``pose=True``) raise ``nn.WeightsMismatch`` naming
+    the missing and unexpected tensors."""
     from ... import dtype as dt
+    from ...nn.var_builder import build_checked
 
     tensors = load_weights(weights, which, pose)
     shapes = {k: tuple(v.shape) for k, v in tensors.items()}
-    cfg = convert.infer_config(shapes)
+    model = f"YOLOv8{which}{' pose' if pose else ''}"
+    try:
+        cfg = convert.infer_config(shapes)
+    except (KeyError, ValueError):  # not YOLOv8 names: compare with the published variant
+        cfg = YoloConfig.variant(which, pose)
+    if pose and cfg.kpt_shape is None:  # a detection file: ask for the keypoint head too
+        cfg = replace(cfg, kpt_shape=(17, 3))
     vb = nn.VarBuilder.from_dict(tensors, dt.f32 if dtype is None else dtype, device)
-    return Detector(YoloV8(vb, cfg), names, size)
+    where = str(weights) if isinstance(weights, str | os.PathLike) else None
+    return Detector(build_checked(model, lambda vb: YoloV8(vb, cfg), vb, where), names, size)

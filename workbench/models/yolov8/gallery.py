@@ -1,14 +1,13 @@
-"""Gallery entries (``wb.gallery()``): YOLOv8n detection and pose, weights from candle's hub
-repo ``lmz/candle-yolo-v8`` or a local file. Registered when this module is imported."""
+"""The code of the gallery entries (``wb.gallery()``) YOLOv8n detection and pose, described in
+``workbench.models.catalog``; weights from candle's hub repo ``lmz/candle-yolo-v8`` or a local
+file. Registered when this module is imported."""
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
 from ... import registry
-from .detector import HUB_REPO, Detector, hub_filename, load
+from .detector import Detector, load
 from .draw import color, draw_detections
 
 
@@ -49,33 +48,11 @@ def run_pose(runner: Detector, image, conf: float = 0.25, iou: float = 0.45) -> 
     return registry.Result([draw_detections(np.asarray(image), det)], [], f"{len(det)} people")
 
 
-def _local(name: str) -> str:
-    return os.path.join("~", ".cache", "workbench", name)
-
-
-registry.register(
-    "yolov8n",
-    registry.Entry(
-        display_name="YOLOv8n",
-        description="Object detection: boxes for the 80 COCO classes.",
-        weights=HUB_REPO,
-        local_path=_local(hub_filename("n")),
-        samples={"synthetic": _sample},
-        load=_loader(False),
-        run=run_detect,
-        options={"conf": 0.25, "iou": 0.45},
-    ),
-)
-registry.register(
-    "yolov8n-pose",
-    registry.Entry(
-        display_name="YOLOv8n pose",
-        description="Person boxes and 17-keypoint skeletons.",
-        weights=HUB_REPO,
-        local_path=_local(hub_filename("n", pose=True)),
-        samples={"synthetic": _sample},
-        load=_loader(True),
-        run=run_pose,
-        options={"conf": 0.25, "iou": 0.45},
-    ),
-)
+registry.register("yolov8n", registry.spec("yolov8n").entry(
+    load=_loader(False), run=run_detect, samples={"synthetic": _sample},
+    options={"conf": 0.25, "iou": 0.45},
+))  # fmt: skip
+registry.register("yolov8n-pose", registry.spec("yolov8n-pose").entry(
+    load=_loader(True), run=run_pose, samples={"synthetic": _sample},
+    options={"conf": 0.25, "iou": 0.45},
+))  # fmt: skip

@@ -174,8 +174,8 @@ describe('TimingsComm', () => {
     await settle();
     expect(comm.state).toBe('connected');
     expect(kernel.open).toHaveLength(1);
-    expect(kernel.open[0].openData).toEqual({ type: 'hello', version: 1 });
-    expect(kernel.open[0].sent).toEqual([{ type: 'hello' }]);
+    expect(kernel.open[0].openData).toEqual({ type: 'hello', version: 2 });
+    expect(kernel.open[0].sent).toEqual([{ type: 'hello', version: 2 }]);
   });
 
   it('routes timings to onPayload and warns on anything bad', async () => {
@@ -184,7 +184,7 @@ describe('TimingsComm', () => {
     const { payloads, warn } = setup(kernel);
     await settle();
     const open = kernel.open[0];
-    open.receive({ type: 'ready', version: 1 });
+    open.receive({ type: 'ready', version: 2, auto: false });
     open.receive({ type: 'timings', payload: PAYLOAD });
     open.receive({ type: 'timings', payload: { ...PAYLOAD, version: 5 } });
     open.receive({ type: 'mystery' });
@@ -393,6 +393,87 @@ describe('TimingsComm', () => {
     await settle();
     expect(kernel.opens).toBe(2);
     expect(comm.state).toBe('connected');
+  });
+
+  it("follows the kernel's auto mode from ready and state messages", async () => {
+    const kernel = new FakeKernel();
+    kernel.hasTarget = true;
+    const { comm, warn } = setup(kernel);
+    const seen: (boolean | null)[] = [];
+    comm.autoChanged.connect((_, auto) => seen.push(auto));
+    await settle();
+    expect(comm.auto).toBeNull(); // connected, but the kernel has not said yet
+    const open = kernel.open[0];
+    open.receive({ type: 'ready', version: 2, auto: false });
+    expect(comm.auto).toBe(false);
+    open.receive({ type: 'state', auto: true });
+    expect(comm.auto).toBe(true);
+    open.receive({ type: 'state', auto: false });
+    expect(comm.auto).toBe(false);
+    // A version-1 kernel (no auto field) or a bad state changes nothing.
+    open.receive({ type: 'ready', version: 1 });
+    open.receive({ type: 'state', auto: 'yes' });
+    expect(comm.auto).toBe(false);
+    expect(warn).toHaveBeenCalledTimes(2);
+    expect(warn.mock.calls[0][0]).toContain('comm protocol version 1');
+    expect(warn.mock.calls[1][0]).toContain("needs 'auto' true or false");
+    // A restart forgets it until the new kernel says.
+    kernel.restart();
+    expect(comm.auto).toBeNull();
+    expect(seen).toEqual([false, true, false, null]);
+  });
+
+  it('signals restarts and kernel changes, not the first kernel', async () => {
+    const kernel = new FakeKernel();
+    kernel.hasTarget = true;
+    const { comm, session } = setup(kernel);
+    let restarts = 0;
+    comm.restarted.connect(() => restarts++);
+    await settle();
+    expect(restarts).toBe(0);
+    kernel.restart();
+    expect(restarts).toBe(1);
+    await settle();
+    kernel.setStatus('starting'); // a new process seen while connected
+    expect(restarts).toBe(2);
+    session.changeKernel(new FakeKernel());
+    expect(restarts).toBe(3);
+  });
+
+  it("adopts the kernel's own open (auto on under Run All) over one still in flight", async () => {
+    // Run All: the frontend's retry waits behind the queued cells; meanwhile
+    // `%wb_profile auto on` opens a comm from the kernel, with its ready data.
+    const { kernel, comm, payloads } = setup();
+    await settle();
+    expect(comm.state).toBe('unavailable');
+    kernel!.hasTarget = true;
+    let release: () => void = () => undefined;
+    const original = FakeComm.prototype.open;
+    const spy = jest
+      .spyOn(FakeComm.prototype, 'open')
+      .mockImplementationOnce(function (this: FakeComm, data: unknown) {
+        original.call(this, data);
+        return { done: new Promise<void>(resolve => (release = resolve)) };
+      });
+    kernel!.runCell(); // the retry, now queued behind the other cells
+    await settle();
+    const opened = kernel!.kernelOpens({
+      type: 'ready',
+      version: 2,
+      auto: true
+    });
+    expect(comm.state).toBe('connected');
+    expect(comm.auto).toBe(true);
+    for (const id of ['a', 'b']) {
+      opened.receive({ type: 'timings', payload: { ...PAYLOAD, cell_id: id } });
+    }
+    release(); // the queued open finally completes: closed, the kernel's stays
+    await settle();
+    expect(kernel!.open[0].isDisposed).toBe(true);
+    expect(comm.state).toBe('connected');
+    opened.receive({ type: 'timings', payload: { ...PAYLOAD, cell_id: 'c' } });
+    expect(payloads.map(p => p.cell_id)).toEqual(['a', 'b', 'c']);
+    spy.mockRestore();
   });
 
   it('stops listening when disposed', async () => {

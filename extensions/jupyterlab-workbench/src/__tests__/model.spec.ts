@@ -1,5 +1,6 @@
 import {
   COMM_TARGET,
+  COMM_VERSIONS,
   DEFAULT_SORT,
   ITimingRow,
   ITimingsPayload,
@@ -13,6 +14,7 @@ import {
   nextSort,
   parsePayload,
   readCommMessage,
+  readDisplayHint,
   sortRows,
   summarize,
   validatePayload
@@ -576,14 +578,35 @@ describe('readCommMessage', () => {
     });
   });
 
-  it('reads the ready handshake and checks its version', () => {
-    expect(readCommMessage({ type: 'ready', version: 1 })).toEqual({
+  it('reads the ready handshake, its protocol version and auto mode', () => {
+    expect(COMM_VERSIONS).toEqual([2]);
+    expect(readCommMessage({ type: 'ready', version: 2, auto: true })).toEqual({
       kind: 'ready',
-      version: 1
+      version: 2,
+      auto: true
     });
-    const future = readCommMessage({ type: 'ready', version: 2 });
-    expect(future.kind).toBe('ignored');
-    expect(future.kind === 'ignored' && future.reason).toContain('version 2');
+    for (const version of [1, 3]) {
+      const other = readCommMessage({ type: 'ready', version, auto: false });
+      expect(other.kind).toBe('ignored');
+      expect(other.kind === 'ignored' && other.reason).toContain(
+        `comm protocol version ${version}`
+      );
+    }
+    const noAuto = readCommMessage({ type: 'ready', version: 2 });
+    expect(noAuto.kind === 'ignored' && noAuto.reason).toContain(
+      "needs 'auto' true or false, got nothing"
+    );
+  });
+
+  it('reads state messages', () => {
+    expect(readCommMessage({ type: 'state', auto: false })).toEqual({
+      kind: 'state',
+      auto: false
+    });
+    const bad = readCommMessage({ type: 'state', auto: 1 });
+    expect(bad.kind === 'ignored' && bad.reason).toContain(
+      "a 'state' message needs 'auto' true or false, got 1"
+    );
   });
 
   it('ignores bad payloads, unknown types and non-objects with a reason', () => {
@@ -595,5 +618,57 @@ describe('readCommMessage', () => {
     expect(unknown.kind === 'ignored' && unknown.reason).toContain('"bye"');
     expect(readCommMessage('timings').kind).toBe('ignored');
     expect(readCommMessage(null).kind).toBe('ignored');
+  });
+});
+
+describe('readDisplayHint', () => {
+  it('reads rows and sort', () => {
+    expect(
+      readDisplayHint({ rows: 3, sort: { key: 'calls', descending: true } })
+    ).toEqual({ rows: 3, sort: { key: 'calls', descending: true } });
+    expect(readDisplayHint({ rows: 0 }).rows).toBe(0);
+  });
+
+  it.each([
+    undefined,
+    null,
+    'rows',
+    { rows: -1 },
+    { rows: 2.5 },
+    { rows: '3' },
+    { sort: { key: 'nope', descending: true } },
+    { sort: { key: 'calls' } }
+  ])('falls back to every row in payload order for %p', metadata => {
+    const hint = readDisplayHint(metadata);
+    expect(hint.sort).toEqual(DEFAULT_SORT);
+    if (!(metadata && typeof metadata === 'object' && 'sort' in metadata)) {
+      expect(hint.rows).toBeNull();
+    }
+  });
+});
+
+describe('TimingsStore staleness', () => {
+  it('marks every cell stale until it arrives again', () => {
+    const store = new TimingsStore();
+    const changes: number[] = [];
+    store.changed.connect(() => changes.push(store.size));
+    store.add(payload(), 'comm', 'a');
+    store.add(payload(), 'output', 'b');
+    expect(store.get('a')!.stale).toBe(false);
+    store.markStale();
+    expect([store.get('a')!.stale, store.get('b')!.stale]).toEqual([
+      true,
+      true
+    ]);
+    expect(changes).toHaveLength(3);
+    store.markStale(); // nothing new: no change signal
+    expect(changes).toHaveLength(3);
+    // The same numbers rescanned from a saved output stay stale...
+    store.add(payload(), 'output', 'b');
+    expect(store.get('b')!.stale).toBe(true);
+    // ...new numbers for the cell are fresh.
+    store.add({ ...payload(), wall_ms: 99 }, 'comm', 'a');
+    expect(store.get('a')!.stale).toBe(false);
+    expect(store.last!.key).toBe('a');
   });
 });

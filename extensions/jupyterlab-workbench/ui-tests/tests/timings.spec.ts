@@ -15,6 +15,7 @@ import {
   test
 } from '@jupyterlab/galata';
 import type { Locator } from '@playwright/test';
+import * as fs from 'fs';
 import * as path from 'path';
 
 const HELPERS = 'workbench_ui_helpers.py';
@@ -139,15 +140,20 @@ test('a %%wb_profile cell fills the panel, the status bar and its output', async
   );
   await expect(summary.locator('[data-stat="lab"]')).toBeVisible();
 
-  // Status bar: the last cell's host op time (no device time) and op count.
+  // Status bar: the last cell's host op time (no device time) and op count,
+  // with a tooltip that says what the numbers are.
   const status = page.locator('#jp-workbench-timings-status');
   await expect(status).toHaveText(/^[\d.]+ (µs|ms) · 6 ops$/);
-
-  // The cell's outputs: the printed table, then the MIME output drawn inline.
-  const cell = (await page.notebook.getCellLocator(1))!;
-  await expect(cell.locator('.jp-OutputArea-output').first()).toContainText(
-    'matmul'
+  await expect(status).toHaveAttribute(
+    'title',
+    /^Last profiled cell \[2\]: .* of host op time, 6 op calls in 3 distinct ops/
   );
+
+  // One output: the rendered view; the text table is only its plain-text
+  // fallback, never printed beside it.
+  const cell = (await page.notebook.getCellLocator(1))!;
+  await expect(cell.locator('.jp-OutputArea-output')).toHaveCount(1);
+  await expect(cell.locator('.jp-OutputArea-output pre')).toHaveCount(0);
   const inline = cell.locator('.jp-WorkbenchTimings-output');
   await expect(inline.locator('tbody tr')).toHaveCount(REAL_OPS.length);
   await expect.poll(() => sortedOpNames(inline)).toEqual(REAL_OPS);
@@ -420,6 +426,21 @@ test('a saved notebook repopulates the panel and a section click scrolls to its 
   expect(warnings.some(w => w.includes('unsupported version 2'))).toBe(true);
   await shot(page, 'saved-notebook');
 
+  // Card headers stay on one line in the narrow sidebar ("cell 42" unsplit):
+  // the name is no taller than the prompt beside it.
+  const heights = await sections(page)
+    .nth(1)
+    .locator('.jp-WorkbenchTimings-cellHeader')
+    .evaluate(header => {
+      const height = (name: string) =>
+        header
+          .querySelector(`.jp-WorkbenchTimings-${name}`)!
+          .getBoundingClientRect().height;
+      return [height('cellName'), height('prompt')];
+    });
+  expect(heights[0]).toBeGreaterThan(0);
+  expect(heights[0]).toBeLessThanOrEqual(heights[1] + 2);
+
   // Clicking the section of the last cell scrolls the notebook to it.
   const last = 41;
   await expect
@@ -453,14 +474,85 @@ test('a saved notebook repopulates the panel and a section click scrolls to its 
   await shot(page, 'scrolled-to-cell');
 });
 
+test('%%wb_profile -n shows that many rows first, the panel keeps them all', async ({
+  page
+}) => {
+  // Many kernel round trips: on 2 loaded cores this runs past the default 120 s.
+  test.slow();
+  await page.notebook.createNew('rows.ipynb');
+  await page.notebook.setCell(0, 'code', LOAD);
+  await page.notebook.runCell(0, true);
+  await page.notebook.addCell(
+    'code',
+    PROFILED.replace('%%wb_profile', '%%wb_profile -n 2 --sort calls')
+  );
+  await page.notebook.runCell(1, true);
+  const cell = (await page.notebook.getCellLocator(1))!;
+  const inline = cell.locator('.jp-WorkbenchTimings-output');
+  // The text table's rows: the two most called ops, most called first.
+  await expect(opNames(inline)).toHaveText(['sum', 'relu']);
+  await expect(inline.locator('.jp-WorkbenchTimings-outputMeta')).toHaveText(
+    /^2 of 3 ops · /
+  );
+  await expect(inline.locator('th[data-sort-key="calls"]')).toHaveAttribute(
+    'aria-sort',
+    'descending'
+  );
+  await shot(cell, 'output-rows-2');
+  await openPanel(page);
+  await expect.poll(() => sortedOpNames(sections(page))).toEqual(REAL_OPS);
+  await inline.locator('button.jp-WorkbenchTimings-showAll').click();
+  await expect(opNames(inline)).toHaveText(['sum', 'relu', 'matmul']);
+});
+
+test('a committed tutorial is saved back byte for byte once its kernel is up', async ({
+  page,
+  request,
+  tmpPath
+}) => {
+  // Opening a tutorial used to dirty git: JupyterLab rewrote the kernelspec,
+  // language_info and integral floats. Committed in its form, a save after
+  // the kernel connected writes the same bytes.
+  test.slow();
+  const name = '04_profiling_and_widgets.ipynb';
+  const committed = fs.readFileSync(
+    path.resolve(__dirname, '..', '..', '..', '..', 'notebooks', name),
+    'utf-8'
+  );
+  await page.contents.uploadContent(committed, 'text', `${tmpPath}/${name}`);
+  await page.notebook.openByPath(`${tmpPath}/${name}`);
+  await page.evaluate(async () => {
+    const widget = (window as any).jupyterapp.shell.currentWidget;
+    await widget.sessionContext.ready;
+    await widget.sessionContext.session.kernel.info;
+  });
+  await page.notebook.save();
+  const response = await request.get(
+    `/api/contents/${tmpPath}/${name}?content=1&type=file&format=text`
+  );
+  expect(response.ok()).toBe(true);
+  const saved = (await response.json()).content as string;
+  expect(saved).toBe(committed);
+});
+
 test.describe('auto mode', () => {
   // Galata's kernel tracking answers POST /api/kernels/<id>/restart with 201,
   // which JupyterLab rejects as a failed restart: let the restart reach the server.
   test.use({ kernels: null });
 
+  // Without Galata's kernel tracking nothing shuts this test's kernels down,
+  // and the next test's page then never finishes loading: do it here.
+  test.afterEach(async ({ page }) => {
+    await page.evaluate(() =>
+      (window as any).jupyterapp.serviceManager.sessions.shutdownAll()
+    );
+  });
+
   test('shows cells profiled over the comm, across restarts and notebooks', async ({
     page
   }) => {
+    // Many kernel round trips: on 2 loaded cores this runs past the default 120 s.
+    test.slow();
     await page.notebook.createNew('auto.ipynb');
     await openPanel(page);
     const badge = panel(page).locator('.jp-WorkbenchTimings-auto');
@@ -470,11 +562,15 @@ test.describe('auto mode', () => {
     // A kernel without workbench: the open failed quietly.
     await expect(badge).toHaveAttribute('data-state', 'unavailable');
 
+    await expect(badge).toHaveText('not loaded');
     const AUTO_ON = `${LOAD}\n%wb_profile auto on`;
     await page.notebook.setCell(0, 'code', AUTO_ON);
     await page.notebook.runCell(0, true);
-    // Retried after that cell, now %load_ext has registered the target.
+    // Connected (the kernel opened the comm when auto mode went on), and the
+    // badge says auto mode is on.
     await expect(badge).toHaveAttribute('data-state', 'connected');
+    await expect(badge).toHaveAttribute('data-auto', 'on');
+    await expect(badge).toHaveText('auto: on');
     // The cell that turns auto mode on is not profiled.
     await expect(sections(page)).toHaveCount(0);
 
@@ -500,15 +596,22 @@ test.describe('auto mode', () => {
     await expect(status).toHaveText(/^[\d.]+ (µs|ms) · 3 ops$/);
     await shot(page, 'auto-mode');
 
-    // A restart keeps the timings; the fresh kernel has no target until
-    // `%load_ext workbench` and `%wb_profile auto on` run again.
+    // A restart keeps the timings, marked as the old kernel's; the fresh
+    // kernel has no target until `%load_ext workbench` and
+    // `%wb_profile auto on` run again.
     await page.evaluate(() =>
       (
         window as any
       ).jupyterapp.shell.currentWidget.sessionContext.restartKernel()
     );
     await expect(badge).toHaveAttribute('data-state', 'unavailable');
+    await expect(badge).toHaveAttribute('data-auto', 'unknown');
     await expect(sections(page)).toHaveCount(1);
+    await expect(first).toHaveAttribute('data-stale', 'true');
+    await expect(first.locator('.jp-WorkbenchTimings-staleTag')).toHaveText(
+      'old kernel'
+    );
+    await shot(page, 'auto-mode-stale-after-restart');
     await page.notebook.runCell(0, true);
     await expect(badge).toHaveAttribute('data-state', 'connected');
     await page.notebook.addCell(
@@ -525,7 +628,21 @@ test.describe('auto mode', () => {
       '[2]'
     );
     await expect(status).toHaveText(/^[\d.]+ (µs|ms) · 4 ops$/);
+    // The new kernel's cell is fresh; the cell not run again stays marked.
+    await expect(second).not.toHaveAttribute('data-stale', 'true');
+    await expect(first).toHaveAttribute('data-stale', 'true');
     await shot(page, 'auto-mode-after-restart');
+
+    // `%wb_profile auto off`: the badge follows, while the comm stays open.
+    await page.notebook.addCell('code', '%wb_profile auto off');
+    await page.notebook.runCell(3, true);
+    await expect(badge).toHaveAttribute('data-auto', 'off');
+    await expect(badge).toHaveText('auto: off');
+    await expect(badge).toHaveAttribute('data-state', 'connected');
+    await shot(panel(page), 'badge-auto-off');
+    await page.notebook.addCell('code', 'q = wb.randn(4, 4).relu()');
+    await page.notebook.runCell(4, true);
+    await expect(sections(page)).toHaveCount(2); // not profiled any more
 
     // Each notebook has its own timings.
     await page.notebook.createNew('other.ipynb');
@@ -534,5 +651,55 @@ test.describe('auto mode', () => {
     await page.notebook.activate('auto.ipynb');
     await expect(name).toHaveText('auto.ipynb');
     await expect(sections(page)).toHaveCount(2);
+  });
+
+  test('Run All and Restart & Run All deliver every auto-profiled cell', async ({
+    page
+  }) => {
+    // Many kernel round trips: on 2 loaded cores this runs past the default 120 s.
+    test.slow();
+    await page.notebook.createNew('run-all.ipynb');
+    await openPanel(page);
+    const badge = panel(page).locator('.jp-WorkbenchTimings-auto');
+    await page.notebook.setCell(0, 'code', `${LOAD}\n%wb_profile auto on`);
+    await page.notebook.addCell('code', 'a = wb.randn(32, 32).relu()');
+    await page.notebook.addCell(
+      'code',
+      'b = [wb.randn(8, 8).sum() for _ in range(3)]'
+    );
+    const ids = [await cellId(page, 1), await cellId(page, 2)];
+
+    // Run All queues every cell at once: the frontend's own comm open would
+    // wait behind them; the kernel opens the comm when auto mode goes on.
+    await page.notebook.run();
+    await expect(sections(page)).toHaveCount(2);
+    for (const [i, id] of ids.entries()) {
+      const section = sections(page).nth(i);
+      await expect(section).toHaveAttribute('data-cell-id', id);
+      await expect(section).toHaveAttribute('data-source', 'comm');
+      await expect(section.locator('.jp-WorkbenchTimings-prompt')).toHaveText(
+        `[${i + 2}]`
+      );
+    }
+    await expect(opNames(sections(page).nth(0))).toHaveText(['relu']);
+    await expect(opNames(sections(page).nth(1))).toHaveText(['sum']);
+    await expect(badge).toHaveAttribute('data-auto', 'on');
+    await shot(page, 'run-all');
+
+    // Restart & Run All: the old entries are marked, then replaced.
+    await page.evaluate(() =>
+      (
+        window as any
+      ).jupyterapp.shell.currentWidget.sessionContext.restartKernel()
+    );
+    await expect(panel(page).locator('[data-stale="true"]')).toHaveCount(2);
+    await page.notebook.run();
+    await expect(badge).toHaveAttribute('data-auto', 'on');
+    await expect(panel(page).locator('[data-stale="true"]')).toHaveCount(0);
+    await expect(sections(page)).toHaveCount(2);
+    for (const [i, id] of ids.entries()) {
+      await expect(sections(page).nth(i)).toHaveAttribute('data-cell-id', id);
+    }
+    await shot(page, 'restart-run-all');
   });
 });
