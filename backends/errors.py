@@ -13,6 +13,10 @@ class DeviceUnavailable(WorkbenchError):
     """The requested device (or its backend) cannot be used on this machine."""
 
 
+class ShapeError(WorkbenchError, ValueError):
+    """Shapes that do not fit the op (broadcasting, matmul, reshape, conv...)."""
+
+
 class UnsupportedOnDevice(WorkbenchError, NotImplementedError):
     """An op exists in workbench but its device has no implementation of it."""
 

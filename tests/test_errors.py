@@ -26,7 +26,13 @@ SHAPE_ERRORS = {
         lambda: X @ wb.zeros(4, 2),
         E("matmul: inner dims differ: Tensor[2, 3] f32 cpu @ Tensor[4, 2] f32 cpu"),
     ),
-    "matmul_batch": (lambda: wb.zeros(2, 2, 3) @ wb.zeros(3, 3, 1), "matmul: shapes"),
+    "matmul_batch": (
+        lambda: wb.zeros(2, 2, 3) @ wb.zeros(3, 3, 1),
+        E(
+            "matmul: batch dims (2,) and (3,) cannot be broadcast: Tensor[2, 2, 3] f32 cpu @ "
+            "Tensor[3, 3, 1] f32 cpu"
+        ),
+    ),
     "matmul_0d": (lambda: wb.tensor(1.0) @ X, "matmul: both operands need at least 1 dim"),
     "reshape": (
         lambda: X.reshape(4),
@@ -221,3 +227,119 @@ def test_error_hierarchy():
 def test_layout_errors_are_shape_errors():
     with pytest.raises(wb.ShapeError, match=E("cannot broadcast shape (2,) to (3,)")):
         Layout.contiguous((2,)).broadcast_to((3,))
+
+
+# -- misuse that used to give silent results or foreign exceptions (issue 15) -----------------
+I = wb.tensor([7, -7])
+
+
+def _torch_raises(fn) -> bool:
+    torch = pytest.importorskip("torch")
+    try:
+        fn(torch)
+    except (RuntimeError, TypeError, ValueError, IndexError):
+        return True
+    return False
+
+
+INTEGER_DIVISION = {
+    "floor_div": (lambda: wb.floor_div(I, wb.tensor([0, 0])),
+                  lambda t: t.floor_divide(t.tensor([7, -7]), t.tensor([0, 0]))),
+    "floor_div_scalar": (lambda: I // 0, lambda t: t.tensor([7, -7]) // 0),
+    "remainder": (lambda: wb.remainder(I, wb.tensor([1, 0])),
+                  lambda t: t.remainder(t.tensor([7, -7]), t.tensor([1, 0]))),
+    "remainder_scalar": (lambda: I % 0, lambda t: t.tensor([7, -7]) % 0),
+    "rfloordiv": (lambda: 5 // wb.tensor([1, 0]), lambda t: 5 // t.tensor([1, 0])),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", INTEGER_DIVISION)
+def test_integer_division_by_zero_raises_like_torch(name):
+    ours, reference = INTEGER_DIVISION[name]
+    assert _torch_raises(reference)
+    with pytest.raises(wb.DivisionByZero, match="integer division by zero") as e:
+        ours()
+    assert isinstance(e.value, ZeroDivisionError) and isinstance(e.value, wb.WorkbenchError)
+
+
+def test_float_division_by_zero_still_follows_ieee():
+    out = wb.floor_div(wb.tensor([7.0, -7.0, 0.0]), wb.tensor([0.0, 0.0, 0.0])).numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.floor_divide(np.array([7.0, -7.0, 0.0]), 0.0)
+    np.testing.assert_array_equal(out, expected.astype(np.float32))
+    assert wb.floor_div(I, wb.tensor([2, -2])).tolist() == [3, 3]  # numpy: 7 // 2, -7 // -2
+
+
+MISUSE = {
+    "zeros_float_size": (lambda: wb.zeros((2, 3.5)), wb.ShapeError,
+                         E("zeros: sizes must be integers, found (2, 3.5)"),
+                         lambda t: t.zeros((2, 3.5))),
+    "zeros_negative": (lambda: wb.zeros(-1, 3), wb.ShapeError,
+                       E("zeros: negative size in shape (-1, 3)"), lambda t: t.zeros(-1, 3)),
+    "zeros_overflow": (lambda: wb.zeros(2**62, 2**62), wb.ShapeError,
+                       "zeros: shape .* more than 2\\*\\*63-1", None),
+    "to_dtype_none": (lambda: X.to_dtype(None), wb.DTypeError,
+                      E("to_dtype: cannot convert Tensor[2, 3] f32 cpu: expected a dtype, "
+                        "found None"), None),
+    "to_dtype_unknown": (lambda: X.to_dtype("f7"), wb.DTypeError,
+                         E("to_dtype: cannot convert Tensor[2, 3] f32 cpu: unknown dtype 'f7'"),
+                         None),
+    "masked_fill_float_mask": (lambda: X.masked_fill(wb.ones(2, 3), 0.0), wb.DTypeError,
+                               E("masked_fill: the mask must be a bool tensor, found "
+                                 "Tensor[2, 3] f32 cpu"),
+                               lambda t: t.zeros(2, 3).masked_fill(t.ones(2, 3), 0.0)),
+    "arange_zero_step": (lambda: wb.arange(0, 10, 0), wb.ShapeError,
+                         E("arange: step must be non-zero"), lambda t: t.arange(0, 10, 0)),
+    "ragged_tensor": (lambda: wb.tensor([[1, 2], [3]]), wb.ShapeError,
+                      E("tensor(): nested sequences of different lengths"),
+                      lambda t: t.tensor([[1, 2], [3]])),
+    "randint_empty_range": (lambda: wb.randint(5, 1, (3,)), wb.WorkbenchError,
+                            E("randint: low must be less than high, found [5, 1)"),
+                            lambda t: t.randint(5, 1, (3,))),
+    "linspace_negative": (lambda: wb.linspace(0, 1, -1), wb.ShapeError,
+                          E("linspace: negative size in shape (-1,)"),
+                          lambda t: t.linspace(0, 1, -1)),
+    "sum_float_dim": (lambda: X.sum(1.5), wb.ShapeError,
+                      E("sum: dim must be an int, a sequence of ints or None, found 1.5"),
+                      lambda t: t.zeros(2, 3).sum(1.5)),
+    "argmax_float_dim": (lambda: X.argmax(0.5), wb.ShapeError, "argmax: dim must be an int",
+                         lambda t: t.zeros(2, 3).argmax(0.5)),
+    "cross_entropy_target": (
+        lambda: wb.nn.functional.cross_entropy(wb.zeros(4, 5), wb.tensor([0, 1, 7, 2])),
+        wb.IndexingError,
+        E("cross_entropy: target class indices must be in [0, 5) or ignore_index=-100, found "
+          "values in [0, 7] (input (4, 5) f32, target (4,) i64)"),
+        lambda t: t.nn.functional.cross_entropy(t.zeros(4, 5), t.tensor([0, 1, 7, 2])),
+    ),
+    "nll_negative_target": (
+        lambda: wb.nn.functional.nll_loss(wb.zeros(2, 3), wb.tensor([-1, 0])),
+        wb.IndexingError, E("nll_loss: target class indices must be in [0, 3)"),
+        lambda t: t.nn.functional.nll_loss(t.zeros(2, 3), t.tensor([-1, 0])),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MISUSE)
+def test_misuse_raises_a_workbench_error_naming_the_op(name):
+    fn, cls, pattern, reference = MISUSE[name]
+    if reference is not None:
+        assert _torch_raises(reference)  # torch refuses it too
+    with pytest.raises(cls, match=pattern):
+        fn()
+
+
+def test_cpu_out_of_memory_names_the_size_asked_for():
+    with pytest.raises(wb.OutOfMemory, match=E("allocating 4000000000000 bytes")) as e:
+        wb.zeros(10**12)
+    assert "shape (1000000000000,) f32" in str(e.value)
+    with pytest.raises(wb.OutOfMemory, match="allocating 8000000000000 bytes"):
+        wb.empty(10**12, dtype="f64")
+
+
+def test_valid_shapes_and_ranges_still_work():
+    assert wb.zeros(np.int64(2), 3).shape == (2, 3)  # numpy ints are sizes
+    assert wb.zeros(np.int64(5)).shape == (5,) and wb.zeros(np.array([2, 3])).shape == (2, 3)
+    assert wb.linspace(0, 1, 0).shape == (0,)
+    assert wb.randint(0, 1, 4).tolist() == [0, 0, 0, 0]
+    assert wb.arange(3, 0, -1).tolist() == [3, 2, 1]
+    assert X.masked_fill(wb.zeros(3, dtype=wb.bool), 1.0).tolist() == X.tolist()

@@ -10,6 +10,7 @@ overwritten in place afterwards raises instead of giving a wrong gradient.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
 from .errors import AutogradError
@@ -18,24 +19,27 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 
-class _GradMode:
-    enabled = True
-
-
-GRAD_MODE = _GradMode()
+# Per thread and per asyncio task, like PyTorch's thread-local grad mode: a thread starts with
+# grad enabled whatever other threads do, and a task inherits its creator's mode.
+GRAD_ENABLED: ContextVar[bool] = ContextVar("workbench_grad_enabled", default=True)
 
 
 class no_grad:
-    """Context manager (and decorator) that records no graph: ``with wb.no_grad(): ...``."""
+    """Context manager (and decorator) that records no graph: ``with wb.no_grad(): ...``.
+
+    The mode is per thread and per asyncio task (a ``ContextVar``): one thread's ``no_grad``
+    never turns off another's graph."""
 
     _target = False
 
+    def __init__(self) -> None:
+        self._tokens: list[Token[bool]] = []
+
     def __enter__(self) -> None:
-        self._previous = GRAD_MODE.enabled
-        GRAD_MODE.enabled = self._target
+        self._tokens.append(GRAD_ENABLED.set(self._target))
 
     def __exit__(self, *exc: object) -> None:
-        GRAD_MODE.enabled = self._previous
+        GRAD_ENABLED.reset(self._tokens.pop())
 
     def __call__(self, fn: Callable) -> Callable:
         def wrapper(*args, **kwargs):
@@ -54,7 +58,8 @@ class enable_grad(no_grad):
 
 
 def is_grad_enabled() -> bool:
-    return GRAD_MODE.enabled
+    """Whether ops record a graph in this thread / asyncio task."""
+    return GRAD_ENABLED.get()
 
 
 class Node:
@@ -94,7 +99,7 @@ def record(out: Tensor, name: str, inputs: tuple, backward: Callable, saved: tup
     A ``backward`` that needs the output's values must capture ``out.detach()`` (same memory,
     no node), not ``out`` itself: that would be a reference cycle out -> node -> closure -> out.
     """
-    if GRAD_MODE.enabled:
+    if GRAD_ENABLED.get():
         tracked = []
         needed = False
         for t in inputs:
@@ -145,6 +150,12 @@ class GradStore:
         return f"GradStore({len(self)} tensors)"
 
 
+# Observers of every backward pass (DistributedDataParallel): ``hook.leaf(tensor, grad, store)``
+# as soon as a leaf's gradient from this pass is complete (before it is stored), so its
+# all-reduce can start while the rest of the graph runs; ``hook.finish(store)`` at the end.
+BACKWARD_HOOKS: list = []
+
+
 def _topological_order(root: Tensor) -> list[Tensor]:
     """Tensors reachable from ``root`` through nodes, each after every tensor it feeds."""
     order: list[Tensor] = []
@@ -166,11 +177,12 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     return order
 
 
-def backward(root: Tensor, grad: Tensor | None = None) -> GradStore:
+def backward(root: Tensor, grad: Tensor | None = None, *, into_leaves: bool = True) -> GradStore:
     """Gradients of ``root`` with respect to every tensor it depends on.
 
     Leaves (tensors without a node that require a gradient) also get ``.grad`` accumulated,
-    as in PyTorch.
+    as in PyTorch, and the ``BACKWARD_HOOKS`` see them. ``into_leaves=False`` only returns
+    the store (a nested pass, e.g. a checkpointed block's recomputation inside its node).
     """
     from .ops.creation import ones_like
 
@@ -191,8 +203,12 @@ def backward(root: Tensor, grad: Tensor | None = None) -> GradStore:
                 continue
             node = tensor._node
             if node is None:
+                if into_leaves:
+                    for hook in BACKWARD_HOOKS:
+                        hook.leaf(tensor, g, store)
                 store.insert(tensor, g)
-                tensor.grad = g if tensor.grad is None else tensor.grad + g
+                if into_leaves:
+                    tensor.grad = g if tensor.grad is None else tensor.grad + g
                 continue
             store.insert(tensor, g)
             node.check_saved()
@@ -207,4 +223,7 @@ def backward(root: Tensor, grad: Tensor | None = None) -> GradStore:
                     )
                 prev = pending.get(id(inp))
                 pending[id(inp)] = gi if prev is None else prev + gi
+    if into_leaves:
+        for hook in BACKWARD_HOOKS:
+            hook.finish(store)
     return store

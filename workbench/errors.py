@@ -8,6 +8,7 @@ from __future__ import annotations
 from workbench.backends.errors import (
     DeviceUnavailable,
     OutOfMemory,
+    ShapeError,
     UnsupportedOnDevice,
     WorkbenchError,
 )
@@ -22,11 +23,8 @@ __all__ = [
     "DeviceMismatch",
     "AutogradError",
     "IndexingError",
+    "DivisionByZero",
 ]
-
-
-class ShapeError(WorkbenchError, ValueError):
-    """Shapes that do not fit the op (broadcasting, matmul, reshape, conv...)."""
 
 
 class DTypeError(WorkbenchError, TypeError):
@@ -43,3 +41,7 @@ class AutogradError(WorkbenchError, RuntimeError):
 
 class IndexingError(WorkbenchError, IndexError):
     """An index out of range or of the wrong kind."""
+
+
+class DivisionByZero(WorkbenchError, ZeroDivisionError):
+    """Integer division or remainder by zero (floats give inf/nan instead, as IEEE says)."""

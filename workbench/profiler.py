@@ -1,13 +1,15 @@
 """Per-op timing: ``with wb.profile() as p: ...`` then ``p.table()``.
 
 Every public op goes through ``workbench._oprecord.HOOK``; while a ``Profile`` is active it
-records each call: name, device, input shapes and dtypes, host wall time, self time (minus the
-ops it called), nesting depth, and device time where the backend can measure it (its
-``device_timer()``; CUDA events, Metal GPU times). The same records feed ``table()``,
-``summary()``, the Chrome/Perfetto trace and the JupyterLab timings payload
-(docs/timings-payload.md).
+records each call of its own thread / asyncio task (with ``all_threads=True``, also of every
+thread that has no profile of its own): name, device, input shapes and dtypes, thread, host
+wall time, self time (minus the ops it called), nesting depth, and device time where the
+backend can measure it (its ``device_timer()``; CUDA events, Metal GPU times). The same
+records feed ``table()``, ``summary()``, the Chrome/Perfetto trace (one track per thread) and
+the JupyterLab timings payload (docs/timings-payload.md).
 
-Cost: off, one attribute check per op (``HOOK.active is None``). On, each op also scans its
+Cost: off, one attribute check per op (``HOOK.active is None``). On, each op also reads a
+``ContextVar`` and the thread's id, scans its
 arguments for tensors, reads their shapes and dtypes, calls ``perf_counter_ns`` twice and appends
 one ``Event`` tuple. Measured on the 2-core dev machine (under load, best of 5 x 20000 calls on
 4-element tensors): ``x + y`` 9-22 µs off vs 36-47 µs on, ``x.exp()`` 11-18 µs vs 32-46 µs, i.e.
@@ -18,12 +20,13 @@ beside ops that take a millisecond. notebooks/04_profiling_and_widgets.ipynb re-
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ._oprecord import HOOK
+from ._oprecord import CURRENT, ROUTER
 
 PAYLOAD_VERSION = 1
 
@@ -43,6 +46,7 @@ class Event(NamedTuple):
     self_ns: int
     depth: int
     device_ns: int | None
+    thread: int = 0  # ``threading.get_ident()`` of the calling thread
 
 
 @dataclass(frozen=True)
@@ -73,25 +77,34 @@ def _tensors(args: tuple, kwargs: dict) -> list:
 
 
 class Profile:
-    """Records every op while active (a context manager; re-entrant across nesting)."""
+    """Records every op of the thread / asyncio task that enters it (a context manager;
+    re-entrant across nesting, the innermost profile of a context gets the ops).
 
-    def __init__(self, device_times: bool = True):
+    ``all_threads=True`` also records the ops of every other thread that has no profile of its
+    own; ``Event.thread`` tells them apart and the Chrome trace gives each thread a track."""
+
+    def __init__(self, device_times: bool = True, all_threads: bool = False):
         self.events: list[Event] = []
         self.device_times = device_times
-        self._child_ns: list[int] = []
-        self._previous = None
+        self.all_threads = all_threads
+        self.threads: dict[int, str] = {}  # thread id -> name, of the threads seen
+        self._stacks: dict[int, list[int]] = {}  # per thread: children's time of open calls
+        self._entries: list[tuple] = []
         self.wall_ns = 0
-        self._entered_ns = 0
 
     def __enter__(self) -> Profile:
-        self._previous = HOOK.active
-        HOOK.active = self
-        self._entered_ns = time.perf_counter_ns()
+        ROUTER.start(self, self.all_threads)
+        self._entries.append((CURRENT.set(self), time.perf_counter_ns()))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.wall_ns += time.perf_counter_ns() - self._entered_ns
-        HOOK.active = self._previous
+        token, entered_ns = self._entries.pop()
+        self.wall_ns += time.perf_counter_ns() - entered_ns
+        try:
+            CURRENT.reset(token)
+        except ValueError:  # exited from another context (a notebook hook): restore by value
+            CURRENT.set(token.old_value if token.old_value is not token.MISSING else None)
+        ROUTER.stop(self, self.all_threads)
 
     def __repr__(self) -> str:
         return f"<Profile: {len(self.events)} op calls, {_ms(self.wall_ns)} wall>"
@@ -104,8 +117,13 @@ class Profile:
         if self.device_times and device is not None and not device.is_cpu:
             make_timer = getattr(device.backend, "device_timer", None)
             timer = make_timer(device.index) if make_timer is not None else None
-        depth = len(self._child_ns)
-        self._child_ns.append(0)
+        thread = threading.get_ident()
+        stack = self._stacks.get(thread)
+        if stack is None:
+            stack = self._stacks[thread] = []
+            self.threads[thread] = threading.current_thread().name
+        depth = len(stack)
+        stack.append(0)
         if timer is not None:
             timer.start()
         start = time.perf_counter_ns()
@@ -114,9 +132,9 @@ class Profile:
         finally:
             duration = time.perf_counter_ns() - start
             device_ns = timer.stop_ns() if timer is not None else None
-            children = self._child_ns.pop()
-            if self._child_ns:
-                self._child_ns[-1] += duration
+            children = stack.pop()
+            if stack:
+                stack[-1] += duration
             self.events.append(
                 Event(
                     name,
@@ -128,6 +146,7 @@ class Profile:
                     duration - children,
                     depth,
                     device_ns,
+                    thread,
                 )
             )
 
@@ -196,19 +215,28 @@ class Profile:
         }
 
     def export_chrome_trace(self, path: str | Path) -> Path:
-        """Write the events in the Chrome trace format (opens in Perfetto / chrome://tracing)."""
+        """Write the events in the Chrome trace format (opens in Perfetto / chrome://tracing):
+        one track per thread, named after it."""
         origin = min((e.start_ns for e in self.events), default=0)
+        threads = dict.fromkeys(e.thread for e in self.events)  # in order of first appearance
+        tracks = {thread: i for i, thread in enumerate(threads)}
+        names = [
+            {"name": "thread_name", "ph": "M", "pid": 0, "tid": tid,
+             "args": {"name": self.threads.get(thread, f"thread {thread}")}}
+            for thread, tid in tracks.items()
+        ]  # fmt: skip
         trace = [
             {
-                "name": e.name, "ph": "X", "pid": 0, "tid": e.device,
+                "name": e.name, "ph": "X", "pid": 0, "tid": tracks[e.thread],
                 "ts": (e.start_ns - origin) / 1e3, "dur": e.duration_ns / 1e3, "cat": "op",
-                "args": {"shapes": [list(s) for s in e.shapes], "dtypes": list(e.dtypes),
+                "args": {"device": e.device, "shapes": [list(s) for s in e.shapes],
+                         "dtypes": list(e.dtypes),
                          **({"device_us": e.device_ns / 1e3} if e.device_ns is not None else {})},
             }
             for e in self.events
         ]  # fmt: skip
         path = Path(path)
-        path.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
+        path.write_text(json.dumps({"traceEvents": names + trace, "displayTimeUnit": "ms"}))
         return path
 
     def timings_payload(
@@ -248,6 +276,13 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f}ms"
 
 
-def profile(device_times: bool = True) -> Profile:
-    """``with wb.profile() as p: ...``; then ``print(p.table())``."""
-    return Profile(device_times=device_times)
+def profile(device_times: bool = True, all_threads: bool = False) -> Profile:
+    """``with wb.profile() as p: ...``; then ``print(p.table())``. ``all_threads=True`` also
+    records the threads that have no profile of their own."""
+    return Profile(device_times=device_times, all_threads=all_threads)
+
+
+def current_profile() -> Profile | None:
+    """The profile recording this thread's / asyncio task's ops, if any (not counting one
+    that records all threads from elsewhere)."""
+    return CURRENT.get()

@@ -377,7 +377,7 @@ def _one_tensor(dims, type_id, offset, data=b"", **kw):
         ("tensor 't' n_dims", build(infos=[gstr("t") + struct.pack("<I", 5)])),
         ("tensor 't' n_dims", build(infos=[gstr("t") + struct.pack("<I", 2**31) + bytes(20)])),
         ("tensor 't' data", _one_tensor([2**60, 2**3], 0, 0)),
-        ("tensor 't' data", _one_tensor([2**63, 2**63, 2**63, 2**63], 0, 0)),
+        ("tensor 't' dims", _one_tensor([2**63, 2**63, 2**63, 2**63], 0, 0)),  # int64 ne
         ("tensor 't' data", _one_tensor([4], 0, 2**63, b"\0" * 16)),
         ("tensor 't' data", _one_tensor([8], 0, 0, b"\0" * 16)),
         ("tensor 't' data", _one_tensor([32], 2, 0, b"\0" * 17)),

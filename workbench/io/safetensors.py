@@ -9,7 +9,13 @@ Layout (little-endian)::
 
 The header is read and checked completely (size, JSON, dtype names, shapes, offsets inside
 the file, no overlaps or gaps, ``prod(shape) * itemsize == end - begin``) before any tensor
-data is touched; a bad file raises :class:`SafetensorsError` naming the file and the tensor.
+data is touched; a bad file raises :class:`SafetensorsError` naming the file and the tensor,
+never another exception. As the reference (the ``safetensors`` package, serde_json) does, the
+reader rejects duplicate keys, lone surrogates, numbers outside u64 and headers nested past
+what JSON parsers allow, and accepts any number of dims of any u64 size; a tensor that numpy
+cannot hold (more than 64 dims, or dims whose product overflows) raises when it is read.
+Parsing costs a bounded amount of memory per header byte (``TensorInfo`` has slots; the JSON
+tree is freed entry by entry as it is checked).
 Reading maps the file (``mmap``, read-only): a CPU tensor in a dtype workbench has is a view
 of the mapping, no copy. ``I8``/``U16``/``U64`` are widened to i16/i32/i64 and ``F8_*`` to
 bf16 (exactly), which copies. Writing pads the header to 8 bytes and orders tensors by
@@ -25,7 +31,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -60,7 +66,7 @@ NAME_BY_DTYPE = {
 _DTYPE_BY_NAME = {v: dt.dtype(k) for k, v in NAME_BY_DTYPE.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorInfo:
     """One header entry: the file's dtype name, the shape and the byte span in the data."""
 
@@ -76,23 +82,76 @@ class TensorInfo:
 
 
 # -- reading -----------------------------------------------------------------------------------
+_U64 = 2**64
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+class _Entry(NamedTuple):
+    """A tensor's header object while parsing: a tuple is a quarter of a dict's memory, which
+    bounds what a header of many tiny entries costs per byte."""
+
+    dtype: Any
+    shape: Any
+    offsets: Any
+
+
+_ENTRY_KEYS = frozenset(("dtype", "shape", "data_offsets"))
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict | _Entry:
+    """A JSON object, refusing duplicate keys (serde_json does; "last wins" hides edits)."""
+    if len(pairs) == 3 and {k for k, _ in pairs} == _ENTRY_KEYS:
+        obj = dict(pairs)
+        return _Entry(obj["dtype"], obj["shape"], obj["data_offsets"])
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"the key {key!r} appears twice in one object")
+            seen.add(key)
+    return obj
+
+
+def _is_text(value: object) -> bool:
+    """A str that is valid Unicode: JSON's ``\\ud800`` escapes can make lone surrogates."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_header(raw: bytes, data_len: int, path: str) -> tuple[dict[str, TensorInfo], dict]:
     """Check a header (the JSON bytes) against a data section of ``data_len`` bytes."""
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_object)
+    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError, duplicates, huge ints
         raise SafetensorsError(path, f"the header is not valid UTF-8 JSON ({e})") from None
+    except RecursionError:
+        raise SafetensorsError(path, "the header nests JSON values too deeply") from None
     if not isinstance(header, dict):
         raise SafetensorsError(path, f"the header is a JSON {type(header).__name__}, not an object")
     metadata = header.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+        _is_text(k) and _is_text(v) for k, v in metadata.items()
     ):
         raise SafetensorsError(path, "__metadata__ must map strings to strings")
-    infos = {name: _parse_entry(name, entry, path) for name, entry in header.items()}
+    infos = {}
+    for name in list(header):
+        if not _is_text(name):
+            raise SafetensorsError(path, f"tensor name {name!r} is not valid Unicode")
+        infos[name] = _parse_entry(name, header.pop(name), path)
     # The data must be exactly the tensors, in offset order, without gaps or overlaps.
     position = 0
-    for name, info in sorted(infos.items(), key=lambda kv: (kv[1].begin, kv[1].end)):
+    # (names sorted by one int per tensor: a pair per tensor would cost more per header byte)
+    for name in sorted(infos, key=lambda n: infos[n].begin << 64 | infos[n].end):
+        info = infos[name]
         if info.end > data_len:
             raise SafetensorsError(
                 path,
@@ -117,28 +176,33 @@ def parse_header(raw: bytes, data_len: int, path: str) -> tuple[dict[str, Tensor
 
 
 def _parse_entry(name: str, entry: Any, path: str) -> TensorInfo:
-    if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+    if not isinstance(entry, _Entry):
         raise SafetensorsError(
             path, "a header entry needs exactly the keys dtype, shape and data_offsets", name
         )
-    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if dtype not in FILE_DTYPES:
+    dtype, shape, offsets = entry
+    if not isinstance(dtype, str) or dtype not in FILE_DTYPES:
         raise SafetensorsError(
             path, f"dtype {dtype!r} is not supported; expected one of {sorted(FILE_DTYPES)}", name
         )
     if not isinstance(shape, list) or not all(
-        type(s) is int and s >= 0
+        type(s) is int and 0 <= s < _U64
         for s in shape  # noqa: E721  (bool is an int subclass)
     ):
-        raise SafetensorsError(path, f"shape {shape!r} is not a list of sizes >= 0", name)
+        raise SafetensorsError(path, f"shape {shape!r} is not a list of u64 sizes", name)
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
-        or not all(type(o) is int and o >= 0 for o in offsets)  # noqa: E721
+        or not all(type(o) is int and 0 <= o < _U64 for o in offsets)  # noqa: E721
         or offsets[0] > offsets[1]
     ):
         raise SafetensorsError(path, f"data_offsets {offsets!r} are not [begin, end]", name)
-    nbytes = math.prod(shape) * FILE_DTYPES[dtype].itemsize
+    count = 1
+    for size in shape:  # in order, as the reference's checked multiplication
+        count *= size
+        if count >= _U64:
+            raise SafetensorsError(path, f"shape {shape} counts past u64 elements", name)
+    nbytes = count * FILE_DTYPES[dtype].itemsize
     if offsets[1] - offsets[0] != nbytes:
         raise SafetensorsError(
             path,
@@ -219,6 +283,7 @@ class SafetensorsFile(Mapping):
         info = self.info(name)
         np_dtype = FILE_DTYPES[info.dtype]
         count = info.end - info.begin
+        _check_representable(info, self.path, name)
         if count == 0:
             return np.empty(info.shape, np_dtype)
         array = np.frombuffer(
@@ -238,6 +303,19 @@ class SafetensorsFile(Mapping):
 
     def __repr__(self) -> str:
         return f"SafetensorsFile({self.path!r}, {len(self)} tensors)"
+
+
+def _check_representable(info: TensorInfo, path: str, name: str) -> None:
+    """Raise when numpy (so workbench) cannot make an array of this shape: the header is
+    valid (the reference reads it) but the tensor cannot be loaded."""
+    nonzero = math.prod(s for s in info.shape if s)
+    if len(info.shape) > 64 or nonzero * FILE_DTYPES[info.dtype].itemsize >= 2**63:
+        raise SafetensorsError(
+            path,
+            f"shape {list(info.shape)} cannot be loaded: tensors have at most 64 dims and "
+            "the product of the non-zero sizes times the item size must be under 2**63",
+            name,
+        )
 
 
 class ShardedSafetensors(Mapping):
@@ -348,6 +426,7 @@ def deserialize(data: bytes, device: Device | str | None = None) -> dict[str, Te
     out = {}
     for name, info in infos.items():
         np_dtype = FILE_DTYPES[info.dtype]
+        _check_representable(info, label, name)
         array = np.frombuffer(
             data, np_dtype, (info.end - info.begin) // np_dtype.itemsize, 8 + n + info.begin
         ).reshape(info.shape)
@@ -379,15 +458,15 @@ def _host_array(name: str, value) -> tuple[np.ndarray, str]:
 
 def _layout(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None):
     """(header bytes padded to ALIGNMENT, [(array, nbytes)] in file order)."""
-    if metadata is not None and not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise SafetensorsError("<write>", "metadata must map strings to strings")
+    if metadata is not None and not all(_is_text(k) and _is_text(v) for k, v in metadata.items()):
+        raise SafetensorsError("<write>", "metadata must map strings to strings (valid Unicode)")
     entries = []
     for name, value in tensors.items():
-        if not isinstance(name, str) or name == "__metadata__":
+        if not _is_text(name) or name == "__metadata__":
             raise SafetensorsError(
-                "<write>", "tensor names must be strings other than __metadata__", str(name)
+                "<write>",
+                "tensor names must be valid Unicode strings other than __metadata__",
+                repr(name),
             )
         array, file_dtype = _host_array(name, value)
         entries.append((name, array, file_dtype))

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from ..errors import DTypeError, ShapeError, WorkbenchError
+from ..errors import DTypeError, IndexingError, ShapeError, WorkbenchError
 from ..ops import elementwise as ew
 from ..ops import fused, indexing
 from ..tensor import Tensor
@@ -59,17 +59,29 @@ def nll_loss(
     reduction: str = "mean",
 ) -> Tensor:
     """Negative log-likelihood of class indices; ``input`` holds log-probabilities (N, C, ...)."""
-    cdim = _class_dim("nll_loss", input)
+    return _nll("nll_loss", input, target, weight, ignore_index, reduction)
+
+
+def _nll(op: str, input, target, weight, ignore_index: int, reduction: str) -> Tensor:
+    """``nll_loss``, its errors naming ``op`` (the loss the user called)."""
+    cdim = _class_dim(op, input)
     if target.dtype.is_floating_point:
-        raise DTypeError(f"nll_loss: target must hold class indices, found {target.dtype}")
+        raise DTypeError(f"{op}: target must hold class indices, found {target.dtype}")
     expected = input.shape[:cdim] + input.shape[cdim + 1 :]
     if target.shape != expected:
         raise ShapeError(
-            f"nll_loss: input {input.shape} (class dim {cdim}) needs a target of shape "
+            f"{op}: input {input.shape} (class dim {cdim}) needs a target of shape "
             f"{expected}, found {target.shape}"
         )
     keep = target != ignore_index
     safe = ew.where(keep, target, 0)
+    n_classes = input.shape[cdim]
+    if safe.numel and not (0 <= safe.min().item() and safe.max().item() < n_classes):
+        raise IndexingError(
+            f"{op}: target class indices must be in [0, {n_classes}) or ignore_index="
+            f"{ignore_index}, found values in [{safe.min().item()}, {safe.max().item()}] "
+            f"(input {input.shape} {input.dtype.name}, target {target.shape} {target.dtype.name})"
+        )
     picked = indexing.gather(input, cdim, safe.unsqueeze(cdim)).squeeze(cdim)
     w = keep.to_dtype(input.dtype)
     if weight is not None:
@@ -106,7 +118,7 @@ def cross_entropy(
             terms = terms * _weight_shape(weight, input, cdim)
         loss = -terms.sum(cdim)
         return _reduce(loss, reduction, "cross_entropy")
-    nll = nll_loss(logp, target, weight, ignore_index, reduction)
+    nll = _nll("cross_entropy", logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0:
         return nll
     keep = (target != ignore_index).to_dtype(input.dtype)

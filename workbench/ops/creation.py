@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +12,7 @@ import numpy as np
 from .. import dtype as dt
 from ..device import CPU, Device
 from ..dtype import DType
-from ..errors import DTypeError, WorkbenchError
+from ..errors import DTypeError, ShapeError, WorkbenchError
 from ..layout import Layout
 from ..random import Generator, default_generator
 from ..tensor import Tensor, make
@@ -18,13 +20,32 @@ from ..tensor import Tensor, make
 Shape = Sequence[int] | int
 
 
-def _shape(size: tuple) -> tuple[int, ...]:
-    if len(size) == 1 and not isinstance(size[0], int):
-        size = tuple(size[0])
-    shape = tuple(int(s) for s in size)
+_MAX_NUMEL = 2**63 - 1  # element counts and offsets are int64 on every backend
+
+
+def _shape(size: tuple, op: str) -> tuple[int, ...]:
+    """``zeros(2, 3)`` and ``zeros((2, 3))`` alike: non-negative ints (not floats, which
+    would silently truncate) whose product an int64 can count."""
+    if len(size) == 1 and not _is_size(size[0]):  # zeros((2, 3)): a shape, not one size
+        size = size[0]
+    try:
+        shape = tuple(operator.index(s) for s in size)
+    except TypeError:
+        found = tuple(size) if isinstance(size, Sequence) else size
+        raise ShapeError(f"{op}: sizes must be integers, found {found!r}") from None
     if any(s < 0 for s in shape):
-        raise WorkbenchError(f"negative size in shape {shape}")
+        raise ShapeError(f"{op}: negative size in shape {shape}")
+    if math.prod(shape) > _MAX_NUMEL:
+        raise ShapeError(f"{op}: shape {shape} has {math.prod(shape)} elements, more than 2**63-1")
     return shape
+
+
+def _is_size(value: Any) -> bool:
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _device(device: Device | str | None) -> Device:
@@ -81,7 +102,10 @@ def tensor(
         out = data.detach().to(device=device or data.device, dtype=dtype or data.dtype)
         out = out.clone() if out.shares_storage(data) else out
     else:
-        array = np.asarray(data)
+        try:
+            array = np.asarray(data)
+        except ValueError as err:  # numpy's message names the depth where lengths differ
+            raise ShapeError(f"tensor(): nested sequences of different lengths: {err}") from None
         if dtype is not None:
             array = np.array(array, dtype=dt.dtype(dtype).numpy)
         elif array.dtype == np.float64 and not isinstance(data, np.ndarray):
@@ -101,8 +125,9 @@ def full(
     fill_value: Any,
     dtype: DType | str | None = None,
     device: Device | str | None = None,
+    _op: str = "full",
 ) -> Tensor:
-    shape = _shape(size)
+    shape = _shape(size, _op)
     if dtype is None:
         dtype = dt.DEFAULT_FOR_CATEGORY[dt.scalar_category(fill_value)]
     dtype = dt.dtype(dtype)
@@ -112,15 +137,15 @@ def full(
 
 
 def zeros(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
-    return full(*size, fill_value=0, dtype=dtype, device=device)
+    return full(*size, fill_value=0, dtype=dtype, device=device, _op="zeros")
 
 
 def ones(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
-    return full(*size, fill_value=1, dtype=dtype, device=device)
+    return full(*size, fill_value=1, dtype=dtype, device=device, _op="ones")
 
 
 def empty(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
-    shape = _shape(size)
+    shape = _shape(size, "empty")
     dtype = dt.dtype(dtype)
     device = _device(device)
     storage = device.backend.Storage.empty(shape, dtype.name, device.index)
@@ -167,6 +192,8 @@ def arange(
     """``[start, end)`` by ``step``; ints give i64, floats f32 (as PyTorch)."""
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise ShapeError(f"arange: step must be non-zero, found arange({start}, {end}, {step})")
     if dtype is None:
         is_int = all(isinstance(v, int) for v in (start, end, step))
         dtype = dt.i64 if is_int else dt.f32
@@ -179,23 +206,26 @@ def arange(
 
 
 def linspace(start: float, end: float, steps: int, dtype=dt.f32, device=None) -> Tensor:
+    """``steps`` values from ``start`` to ``end`` inclusive."""
+    (steps,) = _shape((steps,), "linspace")
     return _host(np.linspace(start, end, steps), dt.dtype(dtype), device)
 
 
 def eye(n: int, m: int | None = None, dtype=dt.f32, device=None) -> Tensor:
+    n, m = _shape((n, n if m is None else m), "eye")
     return _host(np.eye(n, m), dt.dtype(dtype), device)
 
 
 def rand(*size: Any, dtype=dt.f32, device=None, generator: Generator | None = None) -> Tensor:
     """Uniform on [0, 1)."""
     rng = (generator or default_generator).rng
-    return _host(rng.random(_shape(size)), dt.dtype(dtype), device)
+    return _host(rng.random(_shape(size, "rand")), dt.dtype(dtype), device)
 
 
 def randn(*size: Any, dtype=dt.f32, device=None, generator: Generator | None = None) -> Tensor:
     """Standard normal."""
     rng = (generator or default_generator).rng
-    return _host(rng.standard_normal(_shape(size)), dt.dtype(dtype), device)
+    return _host(rng.standard_normal(_shape(size, "randn")), dt.dtype(dtype), device)
 
 
 def randint(
@@ -205,8 +235,10 @@ def randint(
     """Integers uniform on ``[low, high)`` (``randint(high, size=...)`` starts at 0)."""
     if high is None:
         low, high = 0, low
+    if not low < high:
+        raise WorkbenchError(f"randint: low must be less than high, found [{low}, {high})")
     rng = (generator or default_generator).rng
-    shape = (size,) if isinstance(size, int) else tuple(size)
+    shape = _shape((size,), "randint")
     return _host(rng.integers(low, high, shape), dt.dtype(dtype), device)
 
 

@@ -9,9 +9,9 @@ import numpy as np
 
 from .. import dtype as dt
 from .._oprecord import HOOK, hot_op, op
-from ..autograd import GRAD_MODE, record
+from ..autograd import GRAD_ENABLED, record
 from ..dtype import DType
-from ..errors import DTypeError
+from ..errors import DivisionByZero, DTypeError
 from ..layout import Layout
 from ..tensor import Tensor, make
 from ._helpers import broadcast_shapes, describe, new, promote, scalar_operand, sum_to_shape
@@ -24,7 +24,7 @@ def _unary(name: str, x: Tensor, backward=None, float_only: bool = True) -> Tens
     if float_only and not x.dtype.is_floating_point:
         x = to_dtype(x, dt.f32)
     out = new(x._storage.unary(name, x._layout), x.shape, x.dtype, x.device)
-    if backward is not None and x.requires_grad and GRAD_MODE.enabled:
+    if backward is not None and x.requires_grad and GRAD_ENABLED.get():
         value = out.detach()
         record(out, name, (x,), lambda g: (backward(g, x, value),), saved=(x, value))
     return out
@@ -286,13 +286,25 @@ def clamp(x: Tensor, min: float | None = None, max: float | None = None) -> Tens
 @op
 def to_dtype(x: Tensor, dtype: DType | str) -> Tensor:
     """The values converted to ``dtype`` (float to int truncates towards zero, as PyTorch)."""
-    dtype = dt.dtype(dtype)
+    if dtype is not x.dtype:
+        dtype = _target_dtype(x, dtype)
     if dtype is x.dtype:
         return x
     out = new(x._storage.cast(x._layout, dtype.name), x.shape, dtype, x.device)
     if dtype.is_floating_point and x.dtype.is_floating_point:
         return record(out, "to_dtype", (x,), lambda g: (to_dtype(g, x.dtype),))
     return out
+
+
+def _target_dtype(x: Tensor, spec) -> DType:
+    """``spec`` as a DType, naming the op and operand when it is none (``np.dtype(None)`` would
+    silently be float64)."""
+    try:
+        if spec is None:
+            raise DTypeError("expected a dtype, found None")
+        return dt.dtype(spec)
+    except (DTypeError, TypeError, ValueError) as exc:  # numpy's own for other objects
+        raise DTypeError(f"to_dtype: cannot convert {describe(x)}: {exc}") from None
 
 
 # -- binary ----------------------------------------------------------------------------------
@@ -334,7 +346,7 @@ def _binary_impl(name: str, a, b, backward) -> Tensor:
     out.device = a.device
     out.requires_grad = False
     out._node = out.grad = out._base = None
-    if GRAD_MODE.enabled and (a.requires_grad or b.requires_grad) and backward is not None:
+    if (a.requires_grad or b.requires_grad) and backward is not None and GRAD_ENABLED.get():
         value = out.detach()
         record(
             out,
@@ -374,7 +386,7 @@ def _binary_scalar(name: str, x: Tensor, s, reverse: bool, backward) -> Tensor:
         x, dtype = to_dtype(x, dt.f32), dt.f32
     storage = x._storage.binary_scalar(name, x._layout, s, reverse)
     out = make(storage, _contiguous(x.shape), dtype, x.device)
-    if GRAD_MODE.enabled and x.requires_grad and backward is not None:
+    if x.requires_grad and GRAD_ENABLED.get() and backward is not None:
         value = out.detach()
         saved = () if name in _NOTHING_SAVED_SCALAR and not reverse else (x, value)
         if reverse:
@@ -496,14 +508,30 @@ def pow(a, b) -> Tensor:
     return _binary("pow", a, b, _pow_grad)
 
 
+def _check_integer_divisor(name: str, a, b) -> None:
+    """Integer division by zero raises, as in PyTorch and Python (numpy silently gives 0)."""
+    floats = [v.dtype.is_floating_point if isinstance(v, Tensor) else isinstance(v, float)
+              for v in (a, b)]  # fmt: skip
+    if any(floats):
+        return
+    zero = bool((b == 0).any().item()) if isinstance(b, Tensor) else b == 0
+    if zero:
+        operands = " and ".join(describe(v) if isinstance(v, Tensor) else repr(v) for v in (a, b))
+        raise DivisionByZero(f"{name}: integer division by zero ({operands})")
+
+
 @op
 def floor_div(a, b) -> Tensor:
+    """floor(a / b); integer operands raise ``DivisionByZero`` where b is 0."""
+    _check_integer_divisor("floor_div", a, b)
     return _binary("floor_div", a, b, _no_grad2)
 
 
 @op
 def remainder(a, b) -> Tensor:
-    """a - floor(a / b) b: the result has the sign of b, as Python's % and PyTorch."""
+    """a - floor(a / b) b: the result has the sign of b, as Python's % and PyTorch; integer
+    operands raise ``DivisionByZero`` where b is 0."""
+    _check_integer_divisor("remainder", a, b)
     return _binary("remainder", a, b, _remainder_grad)
 
 
@@ -639,5 +667,9 @@ def where(condition: Tensor, x, y) -> Tensor:
 
 @op
 def masked_fill(x: Tensor, mask: Tensor, value: float) -> Tensor:
-    """``x`` with ``value`` where ``mask`` is true (mask broadcasts to x)."""
+    """``x`` with ``value`` where ``mask`` is true (a bool mask broadcasting to x, as PyTorch
+    requires: a float mask's "non-zero is true" hides bugs)."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
+        found = describe(mask) if isinstance(mask, Tensor) else type(mask).__name__
+        raise DTypeError(f"masked_fill: the mask must be a bool tensor, found {found}")
     return where(mask, value, x)

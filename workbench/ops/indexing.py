@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .._oprecord import op
-from ..autograd import GRAD_MODE, record
+from ..autograd import GRAD_ENABLED, record
 from ..errors import DTypeError, IndexingError, ShapeError
 from ..layout import Layout
 from ..tensor import Tensor, make
@@ -210,7 +210,7 @@ def _index_select(x: Tensor, dim: int, index: Tensor, wrap: bool, name: str) -> 
         _lift(index._layout), **extra,
     )  # fmt: skip
     out = new(storage, _select_shape(x, dim, index.numel), x.dtype, x.device)
-    if not (GRAD_MODE.enabled and x.requires_grad):
+    if not (x.requires_grad and GRAD_ENABLED.get()):
         return out
 
     def backward(g: Tensor):
@@ -428,7 +428,7 @@ def _basic_view(x: Tensor, layout: Layout, parsed: list) -> Tensor:
     """``x`` seen through ``layout`` (zero-copy); the gradient is written back into zeros."""
     out = make(x._storage, layout, x.dtype, x.device)
     out._base = x if x._base is None else x._base
-    if not (GRAD_MODE.enabled and x.requires_grad):
+    if not (x.requires_grad and GRAD_ENABLED.get()):
         return out
 
     def backward(g: Tensor):
@@ -652,7 +652,7 @@ def setitem(x: Tensor, key, value) -> None:
 
     parsed, advanced = _parse_key(x, key, "setitem")
     value_grad = isinstance(value, Tensor) and value.requires_grad
-    if not advanced and not (GRAD_MODE.enabled and (x.requires_grad or value_grad)):
+    if not advanced and not ((x.requires_grad or value_grad) and GRAD_ENABLED.get()):
         layout, _ = _apply_basic(x._layout, parsed, "setitem")
         value = _value_for("setitem", value, x, layout.shape)
         if not isinstance(value, Tensor):

@@ -10,7 +10,7 @@ grad mode is on (as in PyTorch, use ``with wb.no_grad():`` for parameter updates
 from __future__ import annotations
 
 from .._oprecord import op
-from ..autograd import GRAD_MODE, Node
+from ..autograd import GRAD_ENABLED, Node
 from ..errors import AutogradError, ShapeError
 from ..tensor import Tensor, make
 from . import elementwise as ew
@@ -27,7 +27,7 @@ def _alias(x: Tensor) -> Tensor:
 
 
 def _check_writable(name: str, dst: Tensor, src_requires_grad: bool) -> None:
-    if not GRAD_MODE.enabled:
+    if not GRAD_ENABLED.get():
         return
     if dst.requires_grad and dst._node is None:
         raise AutogradError(
@@ -55,7 +55,7 @@ def _write(name: str, dst: Tensor, result: Tensor) -> Tensor:
     result = cast(result, dst.dtype)
     result._storage.copy_strided(result._layout, dst._storage, dst._layout)
     dst._storage.version += 1
-    if GRAD_MODE.enabled and result.requires_grad:
+    if result.requires_grad and GRAD_ENABLED.get():
         # A leaf result (``copy_`` from a Var) has no node: dst depends on it one to one.
         dst._node = result._node or Node(name, (result,), lambda g: (g,))
         dst.requires_grad = True
@@ -69,7 +69,7 @@ def _old_value(dst: Tensor, reads_old: bool) -> Tensor:
     they are copied first, as the write below overwrites them; otherwise an alias suffices.
     """
     alias = _alias(dst)
-    if reads_old and GRAD_MODE.enabled:
+    if reads_old and GRAD_ENABLED.get():
         from .shape import clone
 
         return clone(alias)

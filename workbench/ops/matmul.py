@@ -32,7 +32,13 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     k2, n = b2.shape[-2:]
     if k != k2:
         raise ShapeError(f"matmul: inner dims differ: {describe(a)} @ {describe(b)} ({k} vs {k2})")
-    batch = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+    try:
+        batch = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2])
+    except ShapeError:
+        raise ShapeError(
+            f"matmul: batch dims {a2.shape[:-2]} and {b2.shape[:-2]} cannot be broadcast: "
+            f"{describe(a)} @ {describe(b)}"
+        ) from None
     la = a2._layout.broadcast_to((*batch, m, k))
     lb = b2._layout.broadcast_to((*batch, k, n))
     out = new(a._storage.matmul(la, b._storage, lb), (*batch, m, n), a.dtype, a.device)

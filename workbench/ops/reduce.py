@@ -13,12 +13,23 @@ from ._helpers import describe, new, norm_dim, norm_dims
 from .elementwise import eq, exp, log, sqrt, to_dtype, where
 
 
+def _norm_dims(dims, ndim: int, op: str = "op") -> tuple[int, ...]:
+    """``norm_dims`` after checking the kind: a float dim would otherwise pass the range check
+    and fail deep in the backend."""
+    ok = dims is None or isinstance(dims, int)
+    if not ok and isinstance(dims, tuple | list):  # (``all`` is the reduction, here)
+        ok = [type(d) for d in dims if not isinstance(d, int)] == []
+    if not ok:
+        raise ShapeError(f"{op}: dim must be an int, a sequence of ints or None, found {dims!r}")
+    return norm_dims(dims, ndim, op)
+
+
 def _reduce(name: str, x: Tensor, dims, keepdim: bool, dtype: dt.DType) -> Tensor:
     shape = x.shape
     if x.ndim == 0:  # a scalar reduces to itself over its only (virtual) dim
-        norm_dims(dims, 1, name)
+        _norm_dims(dims, 1, name)
         return new(x._storage.reduce(name, x._layout, (), False, dtype.name), (), dtype, x.device)
-    dims = norm_dims(dims, x.ndim, name)
+    dims = _norm_dims(dims, x.ndim, name)
     out_shape = tuple(
         1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims
     )
@@ -30,7 +41,7 @@ def _keep(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
     """Reshape a reduced gradient so it broadcasts against ``x``."""
     if keepdim:
         return g
-    dims = norm_dims(dims, x.ndim)
+    dims = _norm_dims(dims, x.ndim)
     return g.reshape(tuple(1 if i in dims else s for i, s in enumerate(x.shape)))
 
 
@@ -49,7 +60,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     if not x.dtype.is_floating_point:
         x = to_dtype(x, dt.f32)
-    dims = norm_dims(dim, x.ndim, "mean")
+    dims = _norm_dims(dim, x.ndim, "mean")
     count = math.prod(x.shape[d] for d in dims)
     return sum(x, dims, keepdim) * (1.0 / count if count else math.nan)
 
@@ -59,7 +70,7 @@ def prod(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     out = _reduce("prod", x, dim, keepdim, _sum_dtype(x))
 
     def backward(g: Tensor):
-        dims = norm_dims(dim, x.ndim)
+        dims = _norm_dims(dim, x.ndim)
         return (_keep(g, x, dim, keepdim) * _prod_of_others(x, dims),)
 
     return record(out, "prod", (x,), backward, saved=(x,))
@@ -82,7 +93,7 @@ def _prod_of_others(x: Tensor, dims: tuple[int, ...]) -> Tensor:
 
 
 def _check_not_empty(name: str, x: Tensor, dims) -> None:
-    for d in norm_dims(dims, x.ndim, name):
+    for d in _norm_dims(dims, x.ndim, name):
         if x.shape[d] == 0:
             raise ShapeError(
                 f"{name}: cannot reduce over dim {d} of size 0 ({describe(x)}): "
@@ -148,7 +159,7 @@ def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 @op
 def var(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """Σ (x - mean)² / (N - correction); ``correction=1`` is the unbiased estimate."""
-    dims = norm_dims(dim, x.ndim, "var")
+    dims = _norm_dims(dim, x.ndim, "var")
     n = math.prod(x.shape[d] for d in dims)
     centered = x - mean(x, dims, keepdim=True)
     denominator = n - correction
@@ -170,7 +181,7 @@ def logsumexp(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     m = max(x, dim, keepdim=True).detach()
     m = m.masked_fill(m.isinf(), 0.0)
     out = log(sum(exp(x - m), dim, keepdim=True)) + m
-    return out if keepdim else out.squeeze(norm_dims(dim, x.ndim, "logsumexp"))
+    return out if keepdim else out.squeeze(_norm_dims(dim, x.ndim, "logsumexp"))
 
 
 @op

@@ -15,7 +15,12 @@ Layout (little-endian; "len" is u32 in version 1 and u64 from version 2 on)::
 Reading never trusts a count: every length is checked against the bytes left in the file
 before anything is allocated, and every tensor's offset, size and alignment is checked
 before its data is touched; a bad file raises :class:`GgufError` naming the file, the field
-and the problem. Tensor data stays in the memory-mapped file (``QTensor`` views, no copy).
+and the problem, never another exception. What the reader builds is bounded per file byte
+(slotted records, one shared object for every empty array), so a file of a million empty
+arrays costs a few times its size, not tens. Dims follow ggml (int64 ``ne``, missing dims are
+1): a dim of 2**63 or more is refused, as llama.cpp does, and so is an empty tensor whose
+non-zero dims could not be counted in int64. Tensor data stays in the memory-mapped file
+(``QTensor`` views, no copy).
 
 The ``gguf`` package (gguf-py) is not used at run time: its reader handles neither version 1
 nor hostile counts, and its writer rejects empty arrays; the tests check both directions
@@ -77,7 +82,7 @@ _STRUCT = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GgufValue:
     """A metadata value with its GGUF type.
 
@@ -97,7 +102,7 @@ class GgufValue:
         return self.value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GgufTensorInfo:
     """Where one tensor lives: ``shape`` in workbench order (ggml's dims reversed)."""
 
@@ -229,6 +234,8 @@ class _Cursor:
         if item is _T.ARRAY:
             values = [self.array(f"{field}[{i}]", depth + 1) for i in range(count)]
             return GgufValue(values, _T.ARRAY, item)
+        if count == 0:
+            return GgufValue(_EMPTY[item], _T.ARRAY, item)
         start = self.take(need, field)
         arr = np.frombuffer(self.buf, _NUMPY[item], count, start).copy()
         if item is _T.BOOL:
@@ -236,6 +243,16 @@ class _Cursor:
                 raise self.error(field, f"bool array holds {arr.max()}, neither 0 nor 1")
             arr = arr.astype(bool)
         return GgufValue(arr, _T.ARRAY, item)
+
+
+def _empty(dtype: np.dtype) -> np.ndarray:
+    array = np.zeros(0, dtype)
+    array.flags.writeable = False
+    return array
+
+
+# One read-only empty array per item type: a file of many empty arrays shares them.
+_EMPTY = {t: _empty(np.dtype(bool) if t is _T.BOOL else d) for t, d in _NUMPY.items()}
 
 
 def _decode(raw: bytes) -> str:
@@ -387,27 +404,31 @@ def _alignment(kv: dict[str, GgufValue], path: str) -> int:
     return a
 
 
-def _read_tensor_info(cur: _Cursor, i: int) -> tuple[str, list[int], int, int]:
+def _read_tensor_info(cur: _Cursor, i: int) -> tuple[str, tuple[int, ...], int, int]:
     name = cur.string(f"tensor #{i} name")
     field = f"tensor '{name}'"
     n_dims = cur.u32(f"{field} n_dims")
     if n_dims > MAX_DIMS:
         raise cur.error(f"{field} n_dims", f"{n_dims} dimensions; ggml allows at most {MAX_DIMS}")
-    dims = [cur.length(f"{field} dims[{d}]") for d in range(n_dims)]
+    dims = tuple([cur.length(f"{field} dims[{d}]") for d in range(n_dims)])
+    if any(d >= 2**63 for d in dims):
+        raise cur.error(f"{field} dims", f"{list(dims)}: ggml dims are int64, at most 2**63-1")
     type_id = cur.u32(f"{field} type")
     offset = cur.u64(f"{field} offset")
     return name, dims, type_id, offset
 
 
 def _check_tensors(
-    raw_infos: list[tuple[str, list[int], int, int]],
+    raw_infos: list[tuple[str, tuple[int, ...], int, int] | None],
     data_offset: int,
     alignment: int,
     size: int,
     path: str,
 ) -> dict[str, GgufTensorInfo]:
     tensors: dict[str, GgufTensorInfo] = {}
-    for name, dims, type_id, offset in raw_infos:
+    for i, raw in enumerate(raw_infos):
+        raw_infos[i] = None  # freed as it is checked: the infos are not held twice
+        name, dims, type_id, offset = raw
         field = f"tensor '{name}'"
         if name in tensors:
             raise GgufError(path, field, "duplicate tensor name")
@@ -415,11 +436,12 @@ def _check_tensors(
             gd = GgmlDType.from_id(type_id)
         except GgmlTypeError as e:
             raise GgufError(path, f"{field} type", str(e)) from None
-        if dims and dims[0] % gd.block_size:
+        ne0 = dims[0] if dims else 1  # ggml: missing dims are 1
+        if ne0 % gd.block_size:
             raise GgufError(
                 path,
                 f"{field} dims",
-                f"first dimension {dims[0]} (ggml ne[0]) is not a multiple of {gd.name}'s "
+                f"first dimension {ne0} (ggml ne[0]) is not a multiple of {gd.name}'s "
                 f"block size {gd.block_size}",
             )
         if offset % alignment:
@@ -435,6 +457,12 @@ def _check_tensors(
                 f"{field} data",
                 f"{gd.name} {list(reversed(dims))} takes {nbytes} bytes from byte {start}, past "
                 f"the end of the file ({size} bytes)",
+            )
+        if math.prod(d for d in dims if d) * 8 >= 2**63:  # (only an empty tensor gets here)
+            raise GgufError(
+                path,
+                f"{field} dims",
+                f"{list(dims)}: the non-zero dims multiply past what int64 can count",
             )
         tensors[name] = GgufTensorInfo(name, tuple(reversed(dims)), gd, offset, nbytes)
     ordered = sorted((t for t in tensors.values() if t.nbytes), key=lambda t: t.offset)
