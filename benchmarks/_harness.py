@@ -202,7 +202,11 @@ def match_threads(requested: int | None) -> dict:
     numpy_threads = blas[0]["num_threads"] if blas else 1
     threads = requested or numpy_threads
     torch.set_num_threads(threads)
+    import workbench as wb
+
+    wb.set_num_threads(threads)  # the native CPU kernels (and BLAS again: the same count)
     return {
+        "workbench_threads": wb.get_num_threads(),
         "numpy_blas": [
             f"{p['internal_api']} {p.get('version')} ({p.get('architecture')})" for p in blas
         ],

@@ -81,6 +81,29 @@ def _layer_norm():
     }
 
 
+def _rms_norm():
+    _need("rms_norm")
+    x, a, tx = _rows()
+    w = np.random.default_rng(1).standard_normal(4096, dtype=np.float32)
+    wa, tw = wb.tensor(w), torch.from_numpy(w)
+    return {
+        "workbench": lambda: wb.rms_norm(a, wa, 1e-6),
+        "numpy": lambda: x / np.sqrt(np.mean(x * x, -1, keepdims=True) + 1e-6) * w,
+        "torch": lambda: F.rms_norm(tx, (4096,), tw, 1e-6),
+    }
+
+
+def _group_norm():
+    _need("group_norm")
+    x = np.random.default_rng(0).standard_normal((1, 4096, 64, 64), dtype=np.float32)
+    a, tx = wb.tensor(x), torch.from_numpy(x.copy())
+    return {
+        "workbench": lambda: wb.group_norm(a, 32),
+        "numpy": None,
+        "torch": lambda: F.group_norm(tx, 32),
+    }
+
+
 WORKLOADS = [
     Workload(
         "conv2d/3x3_64x160x160",
@@ -89,6 +112,8 @@ WORKLOADS = [
         tolerance=1e-2,
         note="1x64x160x160 -> 64, pad 1",
     ),
-    Workload("softmax/4096x4096", _softmax),
-    Workload("layer_norm/4096x4096", _layer_norm),
+    Workload("softmax/4096x4096", _softmax, target=1.0),
+    Workload("layer_norm/4096x4096", _layer_norm, target=1.0),
+    Workload("rms_norm/4096x4096", _rms_norm, target=1.0),
+    Workload("group_norm/1x4096x64x64_g32", _group_norm, target=1.0, tolerance=1e-2),
 ]

@@ -5,12 +5,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-NUMPY_BY_NAME: dict[str, np.dtype] = {
-    "bool": np.dtype(np.bool_), "u8": np.dtype(np.uint8), "u32": np.dtype(np.uint32),
-    "i16": np.dtype(np.int16), "i32": np.dtype(np.int32), "i64": np.dtype(np.int64),
-    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-}  # fmt: skip
+from ..dtypes import NUMPY_BY_NAME  # noqa: F401  (the one dtype table; re-exported)
+
 HALF_TYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 F16, BF16 = HALF_TYPES
 F32 = np.dtype(np.float32)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import special
 
+from .. import optable
 from ._arrays import contiguous, is_half, quiet, upcast, view
+from .native import NATIVE, codes
 
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 _INV_SQRT_2 = float(1.0 / np.sqrt(2.0))
@@ -76,7 +80,7 @@ def _gelu_erf_f32(x: np.ndarray) -> np.ndarray:
 def _silu(x: np.ndarray) -> np.ndarray:
     """x σ(x) = x / (1 + exp(-x)): about twice as fast as ``x * expit(x)`` (exp overflows to
     inf for x < -88 in f32, giving -0, as PyTorch)."""
-    out = np.negative(x)
+    out = np.negative(x, out=np.empty(x.shape, x.dtype))  # (a 0-d x would give a scalar)
     np.exp(out, out=out)
     out += 1
     return _zero_at_neg_inf(x, np.divide(x, out, out=out))
@@ -90,39 +94,53 @@ def _relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, out, out=out)
 
 
-UNARY = {
-    "exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "tanh": np.tanh, "abs": np.abs, "neg": np.negative, "recip": np.reciprocal,
-    "sqr": np.square, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
-    "gelu": _gelu_tanh, "gelu_erf": _gelu_erf, "erf": special.erf,
-    "relu": _relu, "silu": _silu, "sigmoid": special.expit,
-    "ceil": np.ceil, "floor": np.floor, "round": np.round, "sign": np.sign,
-    "logical_not": np.logical_not, "log1p": np.log1p, "expm1": np.expm1,
-    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-    "cosh": np.cosh, "isnan": np.isnan, "isinf": np.isinf,
+# The dispatch dicts come from the op table; the CPU swaps in its own implementation of the same
+# maths where it has a faster or special-value-exact one (tests/test_optable.py checks them).
+UNARY = optable.numpy_table("unary") | {
+    "gelu": _gelu_tanh, "gelu_erf": _gelu_erf, "relu": _relu, "silu": _silu,
 }  # fmt: skip
 # Ops whose result keeps the input dtype exactly, so f16/bf16 need no f32 round trip.
-_EXACT_IN_ANY_DTYPE = {"abs", "neg", "ceil", "floor", "round", "sign", "relu", "sqr"}
-_BOOL_RESULT = {"logical_not", "isnan", "isinf"}
+_EXACT_IN_ANY_DTYPE = frozenset(optable.names("unary", exact=True))
+_BOOL_RESULT = frozenset(optable.names("unary", result=optable.BOOL))
 
-BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
-    "floor_div": np.floor_divide, "remainder": np.remainder, "atan2": np.arctan2,
-    "logical_and": np.logical_and, "logical_or": np.logical_or,
-    "logical_xor": np.logical_xor,
-}  # fmt: skip
-_LOGICAL = {"logical_and", "logical_or", "logical_xor"}
+BINARY = optable.numpy_table("binary")
+_LOGICAL = frozenset(optable.names("binary", result=optable.BOOL))
 # Ops numpy has no precise half-precision loop for: computed in f32.
-_UPCAST = {"pow", "atan2", "remainder", "floor_div"}
-CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-       "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
+_UPCAST = frozenset(optable.names("binary", upcast=True))
+CMP = optable.numpy_table("cmp")
+
+
+# The native kernels (kernels/cpu/core/elementwise.c), by op name; they compute these dtypes
+# (numpy type characters of f32, f64, f16 and bf16), other dtypes take the numpy path.
+_NATIVE_UNARY = codes("unary")
+_NATIVE_BINARY = codes("binary")
+_NATIVE_CMP = codes("cmp")
+# numpy ops may leave a numpy scalar rather than a 0-d array in a storage: the kernels take
+# arrays only (checked by type: cheaper than isinstance).
+_NATIVE_FLOATS = "fdeE"
+_BOOL = np.dtype(np.bool_)
+_ARRAY = np.ndarray
+_AFFINE, _CLAMP, _POWF, _ELU = (_NATIVE_UNARY.get(k) for k in ("affine", "clamp", "powf", "elu"))
 
 
 class ElementwiseOps:
     __slots__ = ()
 
+    def _native_float(self) -> bool:
+        """Whether the native kernels compute this storage's elements."""
+        a = self.array
+        return type(a) is _ARRAY and a.dtype.char in _NATIVE_FLOATS
+
+    def _native_unary(self, code: int, layout, p0: float = 0.0, p1: float = 0.0):
+        """``op(x)`` by the native kernel ``code`` into a new contiguous array, no copy of x."""
+        out = np.empty(layout.shape, self.array.dtype)
+        NATIVE.unary(code, self.array, layout.offset, layout.shape, layout.strides, out, p0, p1)
+        return type(self)(out)
+
     def unary(self, op: str, layout):
+        code = _NATIVE_UNARY.get(op)
+        if code is not None and self._native_float():
+            return self._native_unary(code, layout)
         x = view(self.array, layout)
         if op in _BOOL_RESULT:
             return type(self)(contiguous(UNARY[op](x)))
@@ -132,7 +150,14 @@ class ElementwiseOps:
         return type(self)(contiguous(quiet(UNARY[op], x), dtype))
 
     def binary(self, op: str, lhs_layout, rhs, rhs_layout):
-        a = view(self.array, lhs_layout)
+        code = _NATIVE_BINARY.get(op)
+        a = self.array
+        if code is not None and self._native_float() and type(rhs.array) is _ARRAY:
+            out = np.empty(lhs_layout.shape, a.dtype)
+            NATIVE.binary(code, a, lhs_layout.offset, lhs_layout.strides, rhs.array,
+                          rhs_layout.offset, rhs_layout.strides, out, lhs_layout.shape)  # fmt: skip
+            return type(self)(out)
+        a = view(a, lhs_layout)
         b = view(rhs.array, rhs_layout)
         if op == "add":  # the hot path: a sum keeps the dtype; it warns only on overflow
             r = np.add(a, b)
@@ -161,6 +186,13 @@ class ElementwiseOps:
         return type(self)(contiguous(r, None if op in _LOGICAL else x.dtype))
 
     def cmp(self, op: str, lhs_layout, rhs, rhs_layout):
+        code = _NATIVE_CMP.get(op)
+        a = self.array
+        if code is not None and self._native_float() and type(rhs.array) is _ARRAY:
+            out = np.empty(lhs_layout.shape, np.bool_)
+            NATIVE.cmp(code, a, lhs_layout.offset, lhs_layout.strides, rhs.array,
+                       rhs_layout.offset, rhs_layout.strides, out, lhs_layout.shape)  # fmt: skip
+            return type(self)(out)
         r = quiet(CMP[op], view(self.array, lhs_layout), view(rhs.array, rhs_layout))
         return type(self)(contiguous(r))
 
@@ -169,25 +201,52 @@ class ElementwiseOps:
 
     def affine(self, layout, mul: float, add: float):
         """``x * mul + add``"""
+        if _AFFINE is not None and self._native_float():
+            return self._native_unary(_AFFINE, layout, mul, add)
         x = view(self.array, layout)
         return type(self)(contiguous(upcast(x) * mul + add, x.dtype))
 
     def powf(self, layout, exponent: float):
+        if _POWF is not None and self._native_float():
+            return self._native_unary(_POWF, layout, exponent)
         x = view(self.array, layout)
         return type(self)(contiguous(quiet(np.power, upcast(x), exponent), x.dtype))
 
     def elu(self, layout, alpha: float):
         """``x if x > 0 else alpha (e^x - 1)``"""
+        if _ELU is not None and self._native_float():
+            return self._native_unary(_ELU, layout, alpha)
         x = upcast(view(self.array, layout))
         r = np.where(x > 0, x, alpha * quiet(np.expm1, np.minimum(x, 0)))
         return type(self)(contiguous(r, self.array.dtype))
 
     def clamp(self, layout, lo, hi):
+        if (
+            _CLAMP is not None
+            and self._native_float()
+            and isinstance(lo, (int, float, type(None)))
+            and isinstance(hi, (int, float, type(None)))
+        ):
+            lo = -math.inf if lo is None else lo
+            hi = math.inf if hi is None else hi
+            return self._native_unary(_CLAMP, layout, lo, hi)
         x = view(self.array, layout)
         return type(self)(contiguous(np.clip(x, lo, hi), x.dtype))
 
     def where(self, layout, on_true, true_layout, on_false, false_layout):
         """``self`` is the boolean condition; all three layouts share one shape."""
+        dtype = on_true.array.dtype
+        if (
+            NATIVE is not None
+            and type(self.array) is type(on_true.array) is type(on_false.array) is _ARRAY
+            and on_false.array.dtype is dtype
+            and self.array.dtype is _BOOL
+        ):
+            out = np.empty(layout.shape, dtype)
+            NATIVE.where(self.array, layout.offset, layout.strides, on_true.array,
+                         true_layout.offset, true_layout.strides, on_false.array,
+                         false_layout.offset, false_layout.strides, out, layout.shape)  # fmt: skip
+            return type(self)(out)
         r = np.where(
             view(self.array, layout),
             view(on_true.array, true_layout),

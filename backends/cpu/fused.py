@@ -15,9 +15,17 @@ import math
 import numpy as np
 
 from ._arrays import F32, HALF_TYPES, view
+from .native import NATIVE
 
 # Elements per block: 64K f32 = 256 KiB, which sits in L2 next to the block's output.
 _BLOCK = 1 << 16
+# The native row kernels (kernels/cpu/core/rows.c) compute these dtypes (numpy type characters
+# of f32, f16 and bf16) in f32; f64 takes the numpy path.
+_NATIVE_ROWS = "feE" if NATIVE is not None else ""
+
+
+def _native_rows(a) -> bool:
+    return type(a) is np.ndarray and a.dtype.char in _NATIVE_ROWS
 
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:
@@ -133,11 +141,20 @@ class FusedOps:
     # -- softmax ------------------------------------------------------------------------
     def softmax(self, layout, dim: int):
         """exp(x - max) / Σ exp(x - max) along ``dim``; a line of all -inf gives NaN."""
+        if _native_rows(self.array):
+            return self._native_softmax(layout, dim, False)
         return type(self)(self._along(layout, dim, _softmax_lines))
 
     def log_softmax(self, layout, dim: int):
         """x - max - log Σ exp(x - max) along ``dim``."""
+        if _native_rows(self.array):
+            return self._native_softmax(layout, dim, True)
         return type(self)(self._along(layout, dim, _log_softmax_lines))
+
+    def _native_softmax(self, layout, dim: int, log: bool):
+        out = np.empty(layout.shape, self.array.dtype)
+        NATIVE.softmax(self.array, layout.offset, layout.shape, layout.strides, dim, out, log)
+        return type(self)(out)
 
     def _along(self, layout, dim: int, kernel) -> np.ndarray:
         x = view(self.array, layout)
@@ -162,6 +179,9 @@ class FusedOps:
         ``weight``/``bias`` are storages (or None) with 1-d layouts of the last dim's size.
         Returns (out, mean, rstd); mean and rstd have the leading shape, compute dtype.
         """
+        if self._native_norm(layout, weight, bias):
+            args = (weight, weight_layout, bias, bias_layout)
+            return self._native_normalize(layout, eps, True, *args)
         w = None if weight is None else view(weight.array, weight_layout)
         b = None if bias is None else view(bias.array, bias_layout)
         out, mean, rstd = self._normalize(layout, eps, True, w, b)
@@ -169,9 +189,38 @@ class FusedOps:
 
     def rms_norm(self, layout, weight, weight_layout, eps: float):
         """x · rstd · w over the LAST dim; rstd = 1/sqrt(mean(x²) + eps). Returns (out, rstd)."""
+        if self._native_norm(layout, weight, None):
+            out, _, rstd = self._native_normalize(layout, eps, False, weight, weight_layout)
+            return out, rstd
         w = None if weight is None else view(weight.array, weight_layout)
         out, _, rstd = self._normalize(layout, eps, False, w, None)
         return type(self)(out), type(self)(rstd)
+
+    def _native_norm(self, layout, weight, bias) -> bool:
+        shape = layout.shape
+        return (
+            _native_rows(self.array)
+            and len(shape) > 0
+            and math.prod(shape) > 0
+            and (weight is None or _native_rows(weight.array))
+            and (bias is None or _native_rows(bias.array))
+        )
+
+    def _native_normalize(self, layout, eps, center, weight, weight_layout, bias=None,
+                          bias_layout=None):  # fmt: skip
+        """(out, mean or None, rstd) by the native kernel: layer_norm when ``center``, else
+        rms_norm; mean and rstd in f32."""
+        out = np.empty(layout.shape, self.array.dtype)
+        lead = layout.shape[:-1]
+        mean = np.empty(lead, F32) if center else None
+        rstd = np.empty(lead, F32)
+        w = (None, 0, ()) if weight is None else (weight.array, weight_layout.offset,
+                                                  weight_layout.strides)  # fmt: skip
+        b = (None, 0, ()) if bias is None else (bias.array, bias_layout.offset, bias_layout.strides)
+        NATIVE.norm(self.array, layout.offset, layout.shape, layout.strides, *w, *b, eps, out,
+                    mean, rstd)  # fmt: skip
+        wrap = type(self)
+        return wrap(out), None if mean is None else wrap(mean), wrap(rstd)
 
     def _normalize(self, layout, eps, center, w, b):
         x = view(self.array, layout)

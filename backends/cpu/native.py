@@ -3,13 +3,17 @@
 ``setup.py`` builds ``_native_<variant>`` once per variant from the same C sources; here the
 flag-free ``_cpuid`` module reports the CPU's features and the first variant whose requirements
 they meet is imported. ``WORKBENCH_NATIVE=0`` selects the numpy path (so does a platform without
-the compiled extension); ``WORKBENCH_NATIVE_VARIANT=avx2`` picks a lesser variant. ``NATIVE``
-is the module or ``None``; ``info()`` says which and why.
+the compiled extension); ``WORKBENCH_NATIVE_VARIANT=avx2`` picks a lesser variant;
+``WORKBENCH_NATIVE_DIR=folder`` imports the modules from that folder instead (``make test-asan``:
+a sanitizer build beside the normal one). ``NATIVE`` is the module or ``None``; ``info()`` says
+which and why.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import platform
 from types import ModuleType
@@ -33,11 +37,26 @@ def _candidates() -> tuple[tuple[str, set[str]], ...]:
     return (("base", set()),)
 
 
+def _import(name: str) -> ModuleType:
+    """``workbench.backends.cpu.<name>``, from ``WORKBENCH_NATIVE_DIR`` when that is set."""
+    folder = os.environ.get("WORKBENCH_NATIVE_DIR")
+    if not folder:
+        return importlib.import_module(f"{__package__}.{name}")
+    paths = (os.path.join(folder, name + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+    path = next((p for p in paths if os.path.exists(p)), None)
+    if path is None:
+        raise ImportError(f"no {name} extension in WORKBENCH_NATIVE_DIR={folder}")
+    spec = importlib.util.spec_from_file_location(f"{__package__}.{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _load() -> tuple[ModuleType | None, str, frozenset[str]]:
     if os.environ.get("WORKBENCH_NATIVE", "1") == "0":
         return None, "disabled by WORKBENCH_NATIVE=0 (numpy path)", frozenset()
     try:
-        cpuid = importlib.import_module(f"{__package__}._cpuid")
+        cpuid = _import("_cpuid")
     except ImportError:
         return None, "the native extension is not built (numpy path)", frozenset()
     features = frozenset(cpuid.features())
@@ -53,7 +72,7 @@ def _load() -> tuple[ModuleType | None, str, frozenset[str]]:
             skipped.append(f"{variant} needs {', '.join(sorted(missing))}")
             continue
         try:
-            module = importlib.import_module(f"{__package__}._native_{variant}")
+            module = _import(f"_native_{variant}")
         except ImportError as exc:
             skipped.append(f"{variant} not importable ({exc})")
             continue
@@ -77,3 +96,12 @@ def info() -> dict:
     if NATIVE is not None:
         out["compiled_with"] = NATIVE.compiled_with()
     return out
+
+
+def codes(kind: str) -> dict[str, int]:
+    """Op name -> code for the native ``kind`` kernels ("unary", "binary", "cmp"): the names
+    the C tables export, so the backend dispatches by the op table's names. Empty on the numpy
+    path, so every lookup misses and numpy runs."""
+    if NATIVE is None:
+        return {}
+    return {name: i for i, name in enumerate(getattr(NATIVE, f"{kind}_ops")())}

@@ -2,9 +2,22 @@
  * attention): each file exports a NULL-terminated PyMethodDef table, added here. */
 #include "wb_native.h"
 
+#include "nd.h"
+
 extern PyMethodDef wb_thread_methods[];
+extern PyMethodDef wb_elementwise_methods[];
+extern PyMethodDef wb_rows_methods[];
 
 int wb_register_core(PyObject *module) {
+    if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
+        PyObject *numpy = PyImport_ImportModule("numpy");
+        if (!numpy) return -1;
+        wb_ndarray_type = (PyTypeObject *)PyObject_GetAttrString(numpy, "ndarray");
+        Py_DECREF(numpy);
+        if (!wb_ndarray_type) return -1;
+    }
     if (PyModule_AddFunctions(module, wb_thread_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_elementwise_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_rows_methods) < 0) return -1;
     return 0;
 }

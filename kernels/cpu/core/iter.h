@@ -1,0 +1,31 @@
+/* Strided elementwise iteration: up to WB_MAXIN inputs of one shape (broadcast dims have stride
+ * 0) into a C-contiguous output. Dims are collapsed where every operand is contiguous across
+ * them, then the iteration space is cut into chunks of at most WB_CHUNK elements along the last
+ * dim; threads take contiguous ranges of chunks. A chunk callback sees, per input, the element
+ * offset of its first element and its stride, and the output offset (stride 1). */
+#ifndef WB_ITER_H
+#define WB_ITER_H
+
+#include "nd.h"
+
+#define WB_MAXIN 3
+#define WB_CHUNK 1024
+
+typedef struct {
+    int nin, ndim;
+    Py_ssize_t shape[WB_MAXDIM];
+    Py_ssize_t strides[WB_MAXIN][WB_MAXDIM];
+    Py_ssize_t offset[WB_MAXIN];
+} wb_iter;
+
+typedef void (*wb_chunk_fn)(const void *ctx, const Py_ssize_t *off, const Py_ssize_t *stride,
+                            Py_ssize_t out_off, Py_ssize_t n);
+
+/* Fills ``it`` from the inputs (all of ``shape``); returns -1 with ValueError if one differs. */
+int wb_iter_init(wb_iter *it, int nin, const wb_operand *const *in, int ndim,
+                 const Py_ssize_t *shape);
+/* Runs ``fn`` over every chunk, on several threads when there are at least ``min_parallel``
+ * elements. Call without the GIL. */
+void wb_iter_run(const wb_iter *it, wb_chunk_fn fn, const void *ctx, Py_ssize_t min_parallel);
+
+#endif /* WB_ITER_H */

@@ -1,0 +1,362 @@
+"""The native CPU elementwise kernels (kernels/cpu/core) against the numpy path.
+
+Both paths run in this process through the same ``CpuStorage`` methods: the numpy path by
+emptying the backend's native op maps for the duration of a call. Random shapes, strides
+(transposes, steps, offsets) and broadcasts come from hypothesis; sizes around the chunk and
+threading thresholds are checked one by one. Exact ops (IEEE-rounded arithmetic, rounding,
+selects) must agree bit for bit, transcendental ones within a few f32 ulp; special values are
+checked against the maths (float64 numpy/scipy), not against either path.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+import pytest
+from scipy import special
+
+from workbench.backends.cpu import elementwise as ew
+from workbench.backends.cpu import fused, threads
+from workbench.backends.cpu.native import NATIVE
+from workbench.backends.cpu.storage import CpuStorage
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+pytestmark = pytest.mark.skipif(NATIVE is None, reason="the native CPU kernels are not built")
+
+DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+# Results that are correctly rounded (or selects) in both paths: equal bit for bit.
+EXACT_UNARY = ["neg", "abs", "sqr", "sqrt", "recip", "ceil", "floor", "round", "sign", "relu"]
+APPROX_UNARY = ["exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_erf", "erf", "rsqrt"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
+CMP = ["eq", "ne", "lt", "le", "gt", "ge"]
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, -1e-30, 3e38])
+
+
+@dataclass
+class Layout:
+    """What a backend reads of a layout: shape, strides in elements, offset."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    @property
+    def is_contiguous(self) -> bool:
+        expected, s = [], 1
+        for d in reversed(self.shape):
+            expected.append(s)
+            s *= d
+        return tuple(reversed(expected)) == self.strides or 0 in self.shape
+
+
+def operand(view: np.ndarray, base: np.ndarray) -> tuple[CpuStorage, Layout]:
+    """``view`` (a strided view of the contiguous ``base``) as a storage and a layout."""
+    item = base.itemsize
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+    return CpuStorage(base, owned=False), Layout(
+        view.shape, tuple(s // item for s in view.strides), offset
+    )
+
+
+@contextmanager
+def numpy_path():
+    """The numpy path: every native op lookup misses while inside."""
+    maps = (ew._NATIVE_UNARY, ew._NATIVE_BINARY, ew._NATIVE_CMP)
+    saved = [dict(m) for m in maps]
+    names = ("_AFFINE", "_CLAMP", "_POWF", "_ELU", "NATIVE")
+    old = {n: getattr(ew, n) for n in names}
+    rows = fused._NATIVE_ROWS
+    for m in maps:
+        m.clear()
+    for n in names:
+        setattr(ew, n, None)
+    fused._NATIVE_ROWS = ""
+    try:
+        yield
+    finally:
+        for m, s in zip(maps, saved, strict=True):
+            m.update(s)
+        for n, v in old.items():
+            setattr(ew, n, v)
+        fused._NATIVE_ROWS = rows
+
+
+def both(fn):
+    """(native, numpy path) results of ``fn()`` as numpy arrays (``fn`` returns a storage or a
+    tuple of storages: then tuples of arrays)."""
+
+    def arrays(r):
+        return (
+            tuple(np.asarray(s.array) for s in r) if isinstance(r, tuple) else np.asarray(r.array)
+        )
+
+    native = arrays(fn())
+    with numpy_path():
+        reference = arrays(fn())
+    return native, reference
+
+
+def check(native, reference, dtype: str, exact: bool):
+    # (the numpy path may hold a 0-d result as shape (1,): storages are read through layouts)
+    assert native.dtype == reference.dtype and native.size == reference.size
+    native, reference = native.reshape(-1), reference.reshape(-1)
+    if exact:
+        np.testing.assert_array_equal(native, reference)
+        return
+    rtol, atol = {"f32": (2e-6, 3e-7), "f64": (1e-12, 1e-300), "f16": (1e-3, 1e-6),
+                  "bf16": (8e-3, 1e-6)}[dtype]  # fmt: skip
+    np.testing.assert_allclose(
+        native.astype(np.float64), reference.astype(np.float64), rtol=rtol, atol=atol
+    )
+
+
+@st.composite
+def strided(
+    draw,
+    dtype: str,
+    shape: tuple[int, ...] | None = None,
+    positive: bool = False,
+    specials: np.ndarray = SPECIAL,
+):
+    """A strided, possibly transposed, offset and broadcast view of a random buffer."""
+    if shape is None:
+        shape = tuple(draw(st.lists(st.integers(0, 6), min_size=0, max_size=4)))
+    ndim = len(shape)
+    steps = [draw(st.integers(1, 3)) for _ in shape]
+    broadcast = [draw(st.booleans()) and draw(st.booleans()) for _ in shape]
+    perm = draw(st.permutations(range(ndim)))
+    # the buffer holds the source of the view in ``perm`` order, plus a leading offset
+    src_shape = [1 if broadcast[i] else shape[i] for i in range(ndim)]
+    full = [max(1, (src_shape[p] - 1) * steps[p] + 1) for p in perm]
+    lead = draw(st.integers(0, 3))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    size = lead + int(np.prod(full))
+    values = rng.standard_normal(size) * draw(st.sampled_from([0.5, 3.0, 30.0]))
+    if positive:
+        values = np.abs(values) + 1e-3
+    if draw(st.booleans()):  # sprinkle special values
+        idx = rng.integers(0, size, size=max(1, size // 8))
+        values[idx] = rng.choice(specials, size=idx.size)
+    with np.errstate(over="ignore"):  # 3e38 is inf in the half types
+        base = values.astype(DTYPES[dtype])
+    view = base[lead:].reshape(full)
+    if ndim:  # (indexing a 0-d array with () would give a scalar, not a view)
+        view = view[tuple(slice(None, None, steps[p]) for p in perm)]
+        view = view[tuple(slice(0, src_shape[p]) for p in perm)]
+        view = np.transpose(view, np.argsort(perm))
+    return operand(np.broadcast_to(view, shape), base)
+
+
+SETTINGS = hypothesis.settings(max_examples=40, deadline=None, derandomize=True)
+dtypes = st.sampled_from(list(DTYPES))
+
+
+@SETTINGS
+@hypothesis.given(data=st.data(), dtype=dtypes, op=st.sampled_from(EXACT_UNARY + APPROX_UNARY))
+def test_unary_matches_numpy_path(data, dtype, op):
+    # silu(-inf) is -0 natively (the limit), NaN on the numpy path (-inf / inf)
+    specials = SPECIAL[SPECIAL != -np.inf] if op == "silu" else SPECIAL
+    x, layout = data.draw(strided(dtype, None, op in ("log", "rsqrt", "sqrt"), specials))
+    native, reference = both(lambda: x.unary(op, layout))
+    check(native, reference, dtype, op in EXACT_UNARY)
+
+
+@SETTINGS
+@hypothesis.given(data=st.data(), dtype=dtypes, op=st.sampled_from(BINARY + CMP))
+def test_binary_and_cmp_match_numpy_path(data, dtype, op):
+    shape = tuple(data.draw(st.lists(st.integers(0, 6), max_size=4)))
+    a, la = data.draw(strided(dtype, shape))
+    b, lb = data.draw(strided(dtype, shape))
+    method = a.cmp if op in CMP else a.binary
+    native, reference = both(lambda: method(op, la, b, lb))
+    check(native, reference, dtype, exact=True)
+
+
+@SETTINGS
+@hypothesis.given(data=st.data(), dtype=dtypes)
+def test_parametric_unary_and_where_match_numpy_path(data, dtype):
+    shape = tuple(data.draw(st.lists(st.integers(0, 6), max_size=4)))
+    x, lx = data.draw(strided(dtype, shape))
+    y, ly = data.draw(strided(dtype, shape))
+    mul, add = data.draw(st.sampled_from([(2.0, 0.5), (-0.3, 1e-3), (1.0, 0.0)]))
+    check(*both(lambda: x.affine(lx, mul, add)), dtype, exact=True)
+    lo, hi = data.draw(st.sampled_from([(-0.5, 0.5), (None, 0.0), (0.0, None), (1.0, -1.0)]))
+    check(*both(lambda: x.clamp(lx, lo, hi)), dtype, exact=True)
+    check(*both(lambda: x.powf(lx, 2.0)), dtype, exact=True)
+    check(*both(lambda: x.elu(lx, 1.0)), dtype, exact=False)
+    mask = np.random.default_rng(0).random(shape) > 0.5
+    cond, lc = operand(mask, mask)
+    check(*both(lambda: cond.where(lc, x, lx, y, ly)), dtype, exact=True)
+
+
+ROW_DTYPES = st.sampled_from(["f32", "f16", "bf16"])
+
+
+@SETTINGS
+@hypothesis.given(data=st.data(), dtype=ROW_DTYPES, log=st.booleans())
+def test_softmax_any_dim_matches_numpy_path(data, dtype, log):
+    shape = tuple(data.draw(st.lists(st.integers(1, 9), min_size=1, max_size=4)))
+    x, lx = data.draw(strided(dtype, shape, specials=SPECIAL[np.isfinite(SPECIAL)]))
+    dim = data.draw(st.integers(0, len(shape) - 1))
+    op = x.log_softmax if log else x.softmax
+    check(*both(lambda: op(lx, dim)), dtype, exact=False)
+
+
+@SETTINGS
+@hypothesis.given(data=st.data(), dtype=ROW_DTYPES, affine=st.booleans())
+def test_layer_and_rms_norm_match_numpy_path(data, dtype, affine):
+    shape = tuple(data.draw(st.lists(st.integers(1, 9), min_size=1, max_size=3)))
+    finite = SPECIAL[np.isfinite(SPECIAL) & (np.abs(SPECIAL) < 1e3)]
+    x, lx = data.draw(strided(dtype, shape, specials=finite))
+    w = b = lw = lb = None
+    if affine:
+        w, lw = data.draw(strided(dtype, shape[-1:], specials=finite))
+        b, lb = data.draw(strided(dtype, shape[-1:], specials=finite))
+    (out, mean, rstd), (r_out, r_mean, r_rstd) = both(lambda: x.layer_norm(lx, w, lw, b, lb, 1e-5))
+    for got, want in ((out, r_out), (mean, r_mean), (rstd, r_rstd)):
+        check(got, want, dtype if got is out else "f32", exact=False)
+    (out, rstd), (r_out, r_rstd) = both(lambda: x.rms_norm(lx, w, lw, 1e-6))
+    check(out, r_out, dtype, exact=False)
+    check(rstd, r_rstd, "f32", exact=False)
+
+
+# Sizes around WB_CHUNK (1024), WB_PAR_COSTLY (8192) and WB_PAR_CHEAP (65536) elements, on two
+# threads, contiguous and with a transposed operand.
+@pytest.mark.parametrize("n", [1, 1023, 1024, 1025, 8191, 8192, 8193, 65535, 65536, 65537])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_size_boundaries_on_two_threads(n, dtype):
+    old = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        rng = np.random.default_rng(n)
+        base = rng.standard_normal(n).astype(DTYPES[dtype])
+        x, lx = operand(base, base)
+        check(*both(lambda: x.unary("exp", lx)), dtype, exact=False)
+        check(*both(lambda: x.binary("mul", lx, x, lx)), dtype, exact=True)
+        rows = max(1, n // 7)
+        grid = rng.standard_normal(rows * 7).astype(DTYPES[dtype])
+        g, lg = operand(grid.reshape(rows, 7).T, grid)  # inner stride 7
+        check(*both(lambda: g.unary("tanh", lg)), dtype, exact=False)
+        check(*both(lambda: g.binary("add", lg, g, lg)), dtype, exact=True)
+    finally:
+        threads.set_num_threads(old)
+
+
+def _native(op: str, x: np.ndarray) -> np.ndarray:
+    s, layout = operand(x, x)
+    return np.asarray(s.unary(op, layout).array)
+
+
+MATHS = {
+    "exp": np.exp, "log": np.log, "tanh": np.tanh, "erf": special.erf, "sigmoid": special.expit,
+    "silu": lambda x: x * special.expit(x),
+    "gelu_erf": lambda x: x / 2 * special.erfc(-x / np.sqrt(2)),
+    "gelu": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", list(MATHS))
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_transcendental_accuracy_against_float64_maths(op, dtype):
+    """Within 4 ulp of the float64 result over |x| up to 60 (absolute 3e-7 where the result
+    is near 0: A&S erfc), special values as C99 Annex F says."""
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.standard_normal(50000) * s for s in (0.01, 1, 8, 60)])
+    if op == "log":
+        x = np.abs(x) + 1e-38
+    x = x.astype(DTYPES[dtype])
+    with np.errstate(all="ignore"):
+        want = MATHS[op](x.astype(np.float64))
+        ulp = np.spacing(np.abs(want).astype(DTYPES[dtype])).astype(np.float64)
+    got = _native(op, x).astype(np.float64)
+    finite = np.isfinite(want) & np.isfinite(ulp)
+    err = np.abs(got - want)[finite]
+    assert np.all(err <= np.maximum(4 * ulp[finite], 3e-7 if dtype == "f32" else 1e-15))
+
+
+SPECIALS = {
+    "exp": {0.0: 1.0, np.inf: np.inf, -np.inf: 0.0, 1000.0: np.inf, -1000.0: 0.0},
+    "log": {0.0: -np.inf, np.inf: np.inf, -1.0: np.nan, 1.0: 0.0},
+    "tanh": {0.0: 0.0, np.inf: 1.0, -np.inf: -1.0, 20.0: 1.0},
+    "erf": {0.0: 0.0, np.inf: 1.0, -np.inf: -1.0},
+    "sigmoid": {np.inf: 1.0, -np.inf: 0.0, 0.0: 0.5},
+    "silu": {np.inf: np.inf, -np.inf: 0.0, 0.0: 0.0},
+    "gelu": {np.inf: np.inf, -np.inf: 0.0, 0.0: 0.0},
+    "gelu_erf": {np.inf: np.inf, -np.inf: 0.0, 0.0: 0.0},
+    "relu": {-np.inf: 0.0, np.inf: np.inf, -1.0: 0.0},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", list(SPECIALS))
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_special_values(op, dtype):
+    cases = SPECIALS[op]
+    x = np.array([*cases, np.nan], dtype=DTYPES[dtype])
+    want = np.array([*cases.values(), np.nan])
+    got = _native(op, x).astype(np.float64)
+    np.testing.assert_array_equal(got, want.astype(DTYPES[dtype]).astype(np.float64))
+
+
+def test_calls_from_several_python_threads():
+    """The kernels release the GIL; concurrent calls (each threaded) give the serial results."""
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal(200_000).astype(np.float32) for _ in range(4)]
+    expected = [_native("tanh", x) for x in inputs]
+    results = [None] * 4
+
+    def work(i):
+        for _ in range(5):
+            results[i] = _native("tanh", inputs[i])
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for r, e in zip(results, expected, strict=True):
+        np.testing.assert_array_equal(r, e)
+
+
+def test_bad_arguments_raise_instead_of_crashing():
+    x = np.zeros(10, np.float32)
+    out = np.empty(10, np.float32)
+    code = ew._NATIVE_UNARY["exp"]
+    with pytest.raises(ValueError, match="addresses elements"):
+        NATIVE.unary(code, x, 5, (10,), (1,), out, 0.0, 0.0)
+    with pytest.raises(ValueError, match="addresses elements"):
+        NATIVE.unary(code, x, 0, (2, 5), (6, 1), np.empty((2, 5), np.float32), 0.0, 0.0)
+    with pytest.raises(ValueError, match="out: expected 10 elements"):
+        NATIVE.unary(code, x, 0, (10,), (1,), np.empty(9, np.float32), 0.0, 0.0)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        NATIVE.unary(code, x.astype(np.int32), 0, (10,), (1,), out, 0.0, 0.0)
+    with pytest.raises(TypeError, match="expected a numpy array"):
+        NATIVE.unary(code, [0.0] * 10, 0, (10,), (1,), out, 0.0, 0.0)
+    with pytest.raises(ValueError, match="no op with code"):
+        NATIVE.unary(10_000, x, 0, (10,), (1,), out, 0.0, 0.0)
+    with pytest.raises(ValueError, match="C-contiguous writable"):
+        NATIVE.unary(code, x, 0, (10,), (1,), np.empty(20, np.float32)[::2], 0.0, 0.0)
+    with pytest.raises(TypeError, match="expected 8 arguments"):
+        NATIVE.unary(code, x)
+
+
+def test_num_threads_api():
+    import workbench as wb
+
+    old = wb.get_num_threads()
+    try:
+        wb.set_num_threads(1)
+        assert wb.get_num_threads() == 1 == NATIVE.get_num_threads()
+        with pytest.raises(wb.WorkbenchError, match="expected an int >= 1"):
+            wb.set_num_threads(0)
+    finally:
+        wb.set_num_threads(old)
+    info = wb.native_info()
+    assert info["variant"] == NATIVE.variant() and info["num_threads"] == old
+    assert old == threads.physical_cores() or "OMP_NUM_THREADS" in __import__("os").environ
