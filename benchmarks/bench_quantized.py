@@ -7,13 +7,16 @@
 - ``dequant/<type>``: decode 1M weights (256 x 4096) to f32. "workbench" is
   ``workbench.backends.cpu.ggml``, "numpy" is gguf-py's ``gguf.quants.dequantize`` (pure numpy,
   the reference the tests compare with bit for bit). GB/s counts f32 output bytes.
-- ``qmatmul/<type>/b<batch>``: ``x (batch, 4096) @ W.T`` with ``W`` 4096 x 4096. "workbench"
-  is ``QMatMul`` (W decoded by row tiles into a reused f32 buffer, each tile through BLAS),
-  "numpy" the f32 matmul with the f32 weight, "torch" the same in PyTorch. GB/s counts the
-  weight bytes read (quantized for QMatMul, f32 for the baselines).
-- ``qmatmul-int8/<type>/b<batch>``: the alternative QMatMul design, measured and rejected:
-  quantize ``x`` to Q8_0 and take per-block integer dot products (ggml's CPU approach) with
-  numpy's einsum, which has no int8 GEMM. Kept here so the numbers can be re-checked.
+- ``qmatmul/<type>/b<batch>``: ``x (batch, 4096) @ W.T`` with ``W`` 4096 x 4096, batch 1 and
+  64, every block type with a native kernel. "workbench" is ``QMatMul`` (native integer dot
+  products, x quantized to Q8_0/Q8_1/Q8_K as ggml does), "numpy" is workbench's own f32
+  matmul with the f32 weight (Tensor ``@``, BLAS underneath), "torch" the same in PyTorch,
+  and "numpy-path" is ``QMatMul`` on the numpy path (``WORKBENCH_NATIVE=0``: f32 tiles +
+  BLAS, the levels at batch 1): the before/after of the native kernels in one run. Native
+  threads are set to torch's (and BLAS's) count. Targets (issue 16, vs workbench's f32
+  matmul): batch 1, 4-bit types <= 0.35x, Q8_0 / Q6_K <= 0.6x; batch 64 <= 1.2x.
+- ``qmatmul-int8/<type>/b<batch>``: the integer design done in numpy (einsum, no int8
+  GEMM), as measured before the native kernels existed. Kept so the numbers can be re-checked.
 """
 
 from __future__ import annotations
@@ -23,13 +26,23 @@ import sys
 
 import numpy as np
 
-from ._harness import Result, Settings, Skip, Workload, run
+from ._harness import Result, Settings, Skip, Workload, environment, match_threads, run
 
 K = N = 4096
 DEQUANT_ROWS = 256
 TYPES = ("F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
          "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS")  # fmt: skip
-QMATMUL_TYPES = ("Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_XS")
+QMATMUL_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K",
+                 "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS")  # fmt: skip
+# QMatMul / workbench f32 matmul targets: (batch, types) -> ratio
+TARGETS = {1: 0.35, 64: 1.2}
+TARGETS_8BIT_B1 = {"Q8_0": 0.6, "Q6_K": 0.6, "Q8_1": 0.6, "Q8_K": 0.6, "Q5_0": 0.6,
+                   "Q5_1": 0.6, "Q5_K": 0.6}  # fmt: skip
+
+
+def target(name: str, batch: int) -> float:
+    """The ratio to workbench's f32 matmul a type should reach (more bits: more bytes)."""
+    return TARGETS_8BIT_B1.get(name, TARGETS[1]) if batch == 1 else TARGETS[batch]
 
 
 def _weights(rows: int) -> np.ndarray:
@@ -62,13 +75,30 @@ def _qmatmul(name: str, batch: int):
     def make():
         import torch
 
+        import workbench as wb
+        from workbench.backends.cpu import quantized as cpu_quantized
         from workbench.quantized import QMatMul, QTensor
 
+        wb.set_num_threads(torch.get_num_threads())  # the threads BLAS and torch have
         w = _weights(N)
         mm = QMatMul(QTensor.quantize(w, name))
         x = np.random.default_rng(1).standard_normal((batch, K), dtype=np.float32)
+        wx, ww = wb.from_numpy(x), wb.from_numpy(w).t()
         tw, tx = torch.from_numpy(w.copy()), torch.from_numpy(x.copy())
-        return {"workbench": lambda: mm(x), "numpy": lambda: x @ w.T, "torch": lambda: tx @ tw.T}
+
+        def numpy_path():
+            native, cpu_quantized.NATIVE = cpu_quantized.NATIVE, None
+            try:
+                return mm(wx)
+            finally:
+                cpu_quantized.NATIVE = native
+
+        return {
+            "workbench": lambda: mm(wx),
+            "numpy": lambda: wx @ ww,
+            "torch": lambda: tx @ tw.T,
+            "numpy-path": numpy_path,
+        }
 
     return make
 
@@ -121,6 +151,7 @@ def _qmatmul_int8(name: str, batch: int):
 WORKLOADS = (
     [Workload(f"quantized/dequant/{t}", _dequant(t)) for t in TYPES]
     + [
+        # results differ from torch's by the weight's quantization error
         Workload(f"quantized/qmatmul/{t}/b{b}", _qmatmul(t, b), tolerance=30.0)
         for t in QMATMUL_TYPES
         for b in (1, 64)
@@ -169,9 +200,10 @@ def report(results: list[Result]) -> str:
         )
     lines += [
         "",
-        f"QMatMul, x (batch, {K}) @ W.T, W {N}x{K} (GB/s of weight bytes read)",
-        f"{'workload':22} {'QMatMul ms':>11} {'GB/s':>6} {'f32 numpy ms':>13} {'GB/s':>6} "
-        f"{'torch ms':>9} {'vs numpy':>9}",
+        f"QMatMul, x (batch, {K}) @ W.T, W {N}x{K} (GB/s of weight bytes read); ratios are "
+        "to workbench's f32 matmul",
+        f"{'workload':22} {'QMatMul ms':>11} {'GB/s':>6} {'wb f32 ms':>10} {'torch ms':>9} "
+        f"{'numpy path ms':>14} {'ratio':>6} {'before':>7} {'target':>7}",
     ]
     for r in results:
         if not r.name.startswith("quantized/qmatmul"):
@@ -183,11 +215,20 @@ def report(results: list[Result]) -> str:
             continue
         gd = GgmlDType[parts[2]]
         ours, f32, torch_t = r.median("workbench"), r.median("numpy"), r.median("torch")
-        lines.append(
-            f"{label:22} {_ms(ours):>11} {_gbps(N * gd.row_bytes(K), ours):>6} {_ms(f32):>13} "
-            f"{_gbps(N * K * 4, f32):>6} {_ms(torch_t):>9} {_ratio(ours, f32):>9}"
+        before = r.median("numpy-path")
+        batch = int(parts[3][1:])
+        goal = f"{target(parts[2], batch):.2f}x" if parts[1] == "qmatmul" else "-"
+        ok = (
+            ""
+            if goal == "-" or not ours or not f32
+            else (" ok" if ours / f32 <= target(parts[2], batch) else " MISSED")
         )
-    lines.append("\nTimes are medians of interleaved repetitions; 'vs numpy' > 1 means slower.")
+        lines.append(
+            f"{label:22} {_ms(ours):>11} {_gbps(N * gd.row_bytes(K), ours):>6} {_ms(f32):>10} "
+            f"{_ms(torch_t):>9} {_ms(before):>14} {_ratio(ours, f32):>6} "
+            f"{_ratio(before, f32):>7} {goal:>7}{ok}"
+        )
+    lines.append("\nTimes are medians of interleaved repetitions; a ratio > 1 means slower.")
     return "\n".join(lines)
 
 
@@ -195,8 +236,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_quantized")
     parser.add_argument("--quick", action="store_true", help="5 short repetitions")
     parser.add_argument("--filter", "-k", default="", help="substring of workload names")
+    parser.add_argument("--threads", type=int, help="threads for BLAS, torch and workbench")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: process CPU time, steady on a busy machine (with --threads 1)",
+    )
     args = parser.parse_args(argv)
     settings = Settings(repeats=5, min_time=0.01, warmup=1) if args.quick else Settings()
+    settings.clock = args.clock
+    env = environment(match_threads(args.threads))
+    print(
+        f"cpu: {env['processor']}; threads: BLAS {env['numpy_blas_threads']}, torch "
+        f"{env['torch_threads']} (workbench's native kernels: the same); {args.clock} clock"
+    )
     results = []
     for w in WORKLOADS:
         if args.filter in w.name:

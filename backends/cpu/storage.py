@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..base import BackendStorage
+from ..errors import OutOfMemory
 from ._arrays import NUMPY_BY_NAME, view
 from .conv import ConvOps
 from .elementwise import ElementwiseOps
@@ -13,11 +16,34 @@ from .indexing import IndexingOps
 from .matmul import MatmulOps
 from .memory import COUNTERS as _COUNTERS
 from .pool import PoolOps
+from .quantized import QuantizedOps
 from .reduce import ReduceOps
 
 
+def _allocation_error(shape: tuple[int, ...], dtype: str, err: Exception) -> Exception:
+    """numpy's MemoryError (and its ValueError for sizes past the address space) as
+    ``OutOfMemory`` with the size asked for, as CUDA's pool reports it; other errors as is."""
+    if isinstance(err, ValueError) and not any(
+        m in str(err) for m in ("too big", "Maximum allowed dimension")
+    ):
+        return err
+    nbytes = math.prod(shape) * NUMPY_BY_NAME[dtype].itemsize
+    return OutOfMemory(
+        f"cpu is out of memory allocating {nbytes} bytes ({nbytes / 2**30:.1f} GiB) for shape "
+        f"{shape} {dtype} ({_COUNTERS.active} bytes in use by workbench)"
+    )
+
+
 class CpuStorage(
-    ElementwiseOps, ReduceOps, MatmulOps, ConvOps, PoolOps, IndexingOps, FusedOps, BackendStorage
+    ElementwiseOps,
+    ReduceOps,
+    MatmulOps,
+    ConvOps,
+    PoolOps,
+    IndexingOps,
+    FusedOps,
+    QuantizedOps,
+    BackendStorage,
 ):
     """A C-contiguous numpy array holding a tensor's elements (any shape; views use layouts).
 
@@ -56,11 +82,19 @@ class CpuStorage(
 
     @classmethod
     def full(cls, shape: tuple[int, ...], value, dtype: str, index: int = 0) -> CpuStorage:
-        return cls(np.full(shape, value, dtype=NUMPY_BY_NAME[dtype]))
+        try:
+            array = np.full(shape, value, dtype=NUMPY_BY_NAME[dtype])
+        except (MemoryError, ValueError) as err:
+            raise _allocation_error(shape, dtype, err) from None
+        return cls(array)
 
     @classmethod
     def empty(cls, shape: tuple[int, ...], dtype: str, index: int = 0) -> CpuStorage:
-        return cls(np.empty(shape, dtype=NUMPY_BY_NAME[dtype]))
+        try:
+            array = np.empty(shape, dtype=NUMPY_BY_NAME[dtype])
+        except (MemoryError, ValueError) as err:
+            raise _allocation_error(shape, dtype, err) from None
+        return cls(array)
 
     def to_numpy(self, layout) -> np.ndarray:
         """The elements as a numpy array sharing this storage's memory."""

@@ -31,3 +31,86 @@ def random_blocks(name: str, n: int, rng: np.random.Generator) -> np.ndarray:
     if name == "Q8_K":
         raw[:, 0:4] = (rng.standard_normal(n) * 0.01).astype("<f4").view(np.uint8).reshape(n, 4)
     return raw
+
+
+# ---------------------------------------------------------------- native kernels
+NATIVE_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K",
+                "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS")  # fmt: skip
+# Activation blocks ggml pairs with each weight type (vec_dot_type).
+ACTIVATION_BLOCK = {t: 256 if t.endswith("_K") or t == "IQ4_XS" else 32 for t in NATIVE_TYPES}
+PAIRS_WITH_Q8_1 = ("Q4_1", "Q5_1")
+
+
+def native_variants() -> list:
+    """Every compiled ``_native_<variant>`` module this CPU can run (each one is tested)."""
+    import importlib
+
+    from workbench.backends.cpu import native
+
+    try:
+        features = set(importlib.import_module("workbench.backends.cpu._cpuid").features())
+    except ImportError:
+        return []
+    found = []
+    for variant, needs in native._candidates():
+        if needs <= features:
+            try:
+                found.append(importlib.import_module(f"workbench.backends.cpu._native_{variant}"))
+            except ImportError:
+                pass
+    return found
+
+
+def reference_weights(raw: np.ndarray, name: str, shape: tuple[int, int]) -> np.ndarray:
+    """The f32 weight, decoded by gguf-py where it has a decoder (all but Q8_1 and Q8_K,
+    which are ``d * q`` and decoded by workbench's numpy codec)."""
+    import gguf
+    from gguf import quants
+
+    if name in ("Q8_1", "Q8_K"):
+        return ggml.dequantize(raw, name).reshape(shape)
+    return quants.dequantize(raw.reshape(-1), gguf.GGMLQuantizationType[name]).reshape(shape)
+
+
+def activation_error_bound(x: np.ndarray, w: np.ndarray, name: str) -> np.ndarray:
+    """A bound on ``|x @ w.T - native|`` (m, n) when x is quantized as ggml does.
+
+    Per activation block of B values with largest magnitude ``amax``, ``d = amax / 127``:
+    rounding to the nearest level is off by at most ``d / 2`` per value. Q8_0/Q8_1 also store
+    ``d`` as f16 (relative error <= 2^-11, times |q| <= 127), and Q8_1's ``s = d * sum(q)``
+    as f16 (used with the weight's offset ``m``: |m| * 2^-10 * 32 * 127 * d more per block).
+    So ``|error| <= sum_b e_b * sum_{i in b} |w_i| (+ the s term)``, plus float rounding of
+    the sums (1e-5 relative to ``|w| @ |x|``, far above the f32 accumulation error).
+    """
+    B = ACTIVATION_BLOCK[name]
+    m, k = x.shape
+    amax = np.abs(x.reshape(m, k // B, B)).max(axis=2).astype(np.float64)  # (m, nb)
+    per_value = amax / 127 * (0.5 + (0 if B == 256 else 127 * 2.0**-11))
+    wabs = np.abs(w.astype(np.float64)).reshape(w.shape[0], k // B, B).sum(axis=2)  # (n, nb)
+    bound = per_value @ wabs.T
+    if name in PAIRS_WITH_Q8_1:
+        offset = np.abs(w.reshape(w.shape[0], k // 32, 32).min(axis=2))  # |m| <= |min value|
+        bound += (amax / 127 * 2.0**-10 * 32 * 127) @ offset.T.astype(np.float64)
+    return bound + 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(w.T.astype(np.float64))) + 1e-6
+
+
+def assert_qmatmul_close(
+    got: np.ndarray,
+    ref: np.ndarray,
+    x: np.ndarray,
+    w: np.ndarray,
+    name: str,
+    native: bool | None = None,
+) -> None:
+    """``got`` (QMatMul's ``x @ w.T`` plus anything exact, e.g. a bias) against ``ref``:
+    within the activation quantization bound on the native path, to f32 rounding otherwise."""
+    from workbench.backends.cpu import quantized
+
+    if native is None:
+        native = quantized.NATIVE is not None
+    if native and name in quantized.NATIVE_TYPES:
+        k = x.shape[-1]
+        bound = activation_error_bound(x.reshape(-1, k), w.reshape(-1, k), name)
+        assert np.all(np.abs(got - ref) <= bound.reshape(got.shape) + 1e-5 * np.abs(ref))
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)

@@ -7,6 +7,7 @@ import gguf
 import numpy as np
 import pytest
 from gguf import quants
+from quantized_helpers import assert_qmatmul_close
 
 import workbench as wb
 from workbench import nn
@@ -43,7 +44,7 @@ def test_qlinear_matches_float_linear_on_dequantized_weight(t, lead, bias):
     ref = F.linear(x, w.dequantize(), b)
     y = layer(x)
     assert isinstance(y, wb.Tensor) and y.shape == (*lead, 24) and y.dtype is wb.f32
-    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-5, atol=1e-4)
+    assert_qmatmul_close(y.numpy(), ref.numpy(), x.numpy(), w.dequantize_numpy(), t)
 
 
 def test_qlinear_half_input_and_from_linear():
@@ -180,9 +181,11 @@ def test_qvarbuilder_builds_layers(gguf_py_file):
     x = wb.from_numpy(rand(3, 64, seed=5))
     qfc = QLinear.load(vb.pp("fc1"), 64, 16)
     ffc = nn.Linear(64, 16, vb=vb.pp("fc1"))  # a float layer from the same builder
-    np.testing.assert_allclose(qfc(x).numpy(), ffc(x).numpy(), rtol=1e-5, atol=1e-4)
+    wd = vb.get((16, 64), "fc1.weight").numpy()
+    assert_qmatmul_close(qfc(x).numpy(), ffc(x).numpy(), x.numpy(), wd, qfc.ggml_dtype.name)
+    # against the unquantized weight: Q8_0 weight error plus (native) Q8_0 activation error
     np.testing.assert_allclose(
-        qfc(x).numpy(), x.numpy() @ src["fc1"].T + vb.get(16, "fc1.bias").numpy(), atol=0.1
+        qfc(x).numpy(), x.numpy() @ src["fc1"].T + vb.get(16, "fc1.bias").numpy(), atol=0.2
     )
     emb = QEmbedding.load(vb.pp("emb"), 10, 32)
     assert emb.ggml_dtype is GgmlDType.Q4_0 and emb(wb.tensor([9])).shape == (1, 32)

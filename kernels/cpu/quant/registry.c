@@ -1,8 +1,9 @@
-/* The quantized kernel family's functions (GGUF block dot products). */
+/* The quantized kernel family's functions (GGUF block dot products): each file exports a
+ * NULL-terminated PyMethodDef table, added here. */
 #include "wb_native.h"
 
-static PyMethodDef quant_methods[] = {
-    {NULL, NULL, 0, NULL},
-};
+extern PyMethodDef wb_quant_matmul_methods[];
 
-int wb_register_quant(PyObject *module) { return PyModule_AddFunctions(module, quant_methods); }
+int wb_register_quant(PyObject *module) {
+    return PyModule_AddFunctions(module, wb_quant_matmul_methods);
+}

@@ -1,0 +1,348 @@
+/* Python entry points of the quantized family (METH_FASTCALL, buffers in, GIL released):
+ *
+ *   qmatmul(raw, type_id, n, k, x, out)    out (m, n) = x (m, k) @ W.T, W (n, k) in raw blocks
+ *   dequantize(raw, type_id, k, out)       out (rows, k) f32 = the values of rows of blocks
+ *   quantize_activations(x, type_id, out)  x (m, k) f32 -> ggml Q8_0 / Q8_1 / Q8_K blocks
+ *
+ * qmatmul quantizes x once (Q8_1 for Q4_1/Q5_1, Q8_K for 256-element types, else Q8_0),
+ * then threads over weight rows: each thread decodes a row into its scratch (quant.h) and
+ * takes its dot products with WB_QDOT_ROWS activation rows at a time. */
+#include "quant.h"
+
+#include <stdlib.h>
+
+/* Below this many weight values the work stays on one thread (a guess, not yet measured). */
+#define WB_QUANT_PARALLEL_MIN (1 << 16)
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} wb_buf;
+
+static void release(wb_buf *b) {
+    if (b->held) PyBuffer_Release(&b->view);
+    b->held = 0;
+}
+
+/* A C-contiguous buffer; fmt "f": float32 items, NULL: any bytes. */
+static int get_buffer(PyObject *obj, wb_buf *b, const char *op, const char *what, const char *fmt,
+                      int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a C-contiguous%s %s buffer, found %s", op,
+                     what, writable ? " writable" : "", fmt ? "float32" : "byte",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    b->held = 1;
+    if (fmt) {
+        const char *f = b->view.format ? b->view.format : "B";
+        if (f[0] == '<' || f[0] == '=' || f[0] == '@') f++;
+        if (strcmp(f, "f") != 0 || b->view.itemsize != 4) {
+            PyErr_Format(PyExc_TypeError, "%s: %s must hold float32 values, found format '%s'",
+                         op, what, b->view.format ? b->view.format : "B");
+            release(b);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const wb_qtype *get_type(PyObject *obj, const char *op) {
+    long id = PyLong_AsLong(obj);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    const wb_qtype *t = wb_qtype_find((int)id);
+    if (!t) PyErr_Format(PyExc_ValueError, "%s: ggml type id %ld has no native kernel", op, id);
+    return t;
+}
+
+static int check_k(const wb_qtype *t, int64_t k, const char *op) {
+    if (k <= 0 || k % t->block) {
+        PyErr_Format(PyExc_ValueError, "%s: k = %lld must be a positive multiple of %s's block "
+                     "size %d", op, (long long)k, t->name, t->block);
+        return -1;
+    }
+    return 0;
+}
+
+static int get_i64(PyObject *obj, int64_t *v) {
+    *v = PyLong_AsLongLong(obj);
+    return (*v == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* A thread's weight-row scratch, in one allocation. */
+static void *alloc_row(const wb_qtype *t, int64_t k, wb_wrow *w) {
+    int64_t nb = k / t->scale_block, ns = k / 16;
+    size_t size = (size_t)(k + 16 * ns + 2 * ns + 8 * nb) + 64;
+    char *p = malloc(size);
+    if (!p) return NULL;
+    w->d = (float *)p;
+    w->dm = t->mins ? (float *)(p + 4 * nb) : NULL;
+    w->sc8 = t->has_sc ? (int16_t *)(p + 8 * nb) : NULL;
+    w->mn = t->mins == WB_MINS_SUB ? (int16_t *)(p + 8 * nb + 16 * ns) : NULL;
+    w->q = (int8_t *)(p + 8 * nb + 18 * ns);
+    return p;
+}
+
+/* Quantized activations of m rows. */
+typedef struct {
+    int8_t *q;
+    float *d, *s;
+    int16_t *bsum;
+} wb_acts;
+
+static int quantize_rows(const wb_qtype *t, const float *x, int64_t m, int64_t k, wb_acts *a,
+                         int threads) {
+    int B = t->scale_block;
+    a->q = malloc((size_t)(m * k));
+    a->d = malloc(sizeof(float) * (size_t)(m * k / B));
+    a->s = t->mins == WB_MINS_SUM ? malloc(sizeof(float) * (size_t)(m * k / 32)) : NULL;
+    a->bsum = malloc(sizeof(int16_t) * (size_t)(m * k / 16));
+    if (!a->q || !a->d || !a->bsum || (t->mins == WB_MINS_SUM && !a->s)) return -1;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t r = 0; r < m; r++) {
+        if (B == 256)
+            wb_quantize_q8_k(x + r * k, k, a->q + r * k, a->d + r * k / 256, a->bsum + r * k / 16);
+        else
+            wb_quantize_q8_32(x + r * k, k, a->q + r * k, a->d + r * k / 32,
+                              a->s ? a->s + r * k / 32 : NULL, a->bsum + r * k / 16);
+    }
+    return 0;
+}
+
+static void free_acts(wb_acts *a) {
+    free(a->q);
+    free(a->d);
+    free(a->s);
+    free(a->bsum);
+}
+
+static int threads_for(int64_t values) {
+    return values < WB_QUANT_PARALLEL_MIN ? 1 : wb_get_num_threads();
+}
+
+/* Rows [0, n) of W times the m activation rows; returns -1 when out of memory. */
+static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k,
+                       const float *x, int64_t m, float *out) {
+    int threads = threads_for(n * k);
+    wb_acts acts = {0};
+    if (quantize_rows(t, x, m, k, &acts, threads) < 0) {
+        free_acts(&acts);
+        return -1;
+    }
+    const int64_t row_bytes = k / t->block * t->bytes;
+    const int B = t->scale_block;
+    int failed = 0;
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
+    {
+        wb_wrow w;
+        void *scratch = alloc_row(t, k, &w);
+        if (!scratch) failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            if (!scratch) continue;
+            wb_decode_row(t, raw + i * row_bytes, k, &w);
+            for (int64_t r0 = 0; r0 < m; r0 += WB_QDOT_ROWS) {
+                int rows = m - r0 < WB_QDOT_ROWS ? (int)(m - r0) : WB_QDOT_ROWS;
+                wb_arow a[WB_QDOT_ROWS];
+                float y[WB_QDOT_ROWS];
+                for (int r = 0; r < rows; r++) {
+                    int64_t row = r0 + r;
+                    a[r].q = acts.q + row * k;
+                    a[r].d = acts.d + row * k / B;
+                    a[r].s = acts.s ? acts.s + row * k / 32 : NULL;
+                    a[r].bsum = acts.bsum + row * k / 16;
+                }
+                wb_qdot_rows(t, &w, a, rows, k, y);
+                for (int r = 0; r < rows; r++) out[(r0 + r) * n + i] = y[r];
+            }
+        }
+        free(scratch);
+    }
+    free_acts(&acts);
+    return failed ? -1 : 0;
+}
+
+static PyObject *qmatmul(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const char *op = "qmatmul";
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "qmatmul(raw, type_id, n, k, x, out): expected 6 "
+                     "arguments, found %zd", nargs);
+        return NULL;
+    }
+    const wb_qtype *t = get_type(args[1], op);
+    int64_t n, k;
+    if (!t || get_i64(args[2], &n) < 0 || get_i64(args[3], &k) < 0 || check_k(t, k, op) < 0)
+        return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "qmatmul: n = %lld < 0", (long long)n);
+    wb_buf raw = {0}, x = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_buffer(args[0], &raw, op, "raw", NULL, 0) < 0 ||
+        get_buffer(args[4], &x, op, "x", "f", 0) < 0 ||
+        get_buffer(args[5], &out, op, "out", "f", 1) < 0)
+        goto done;
+    int64_t want = n * (k / t->block) * t->bytes, xs = x.view.len / 4, m = xs / k;
+    if (raw.view.len != want) {
+        PyErr_Format(PyExc_ValueError, "qmatmul: a (%lld, %lld) %s weight needs %lld bytes, "
+                     "found %zd", (long long)n, (long long)k, t->name, (long long)want,
+                     raw.view.len);
+        goto done;
+    }
+    if (xs % k) {
+        PyErr_Format(PyExc_ValueError, "qmatmul: x has %lld values, not a multiple of k = %lld",
+                     (long long)xs, (long long)k);
+        goto done;
+    }
+    if (out.view.len / 4 != m * n) {
+        PyErr_Format(PyExc_ValueError, "qmatmul: out must hold %lld x %lld float32 values, "
+                     "found %zd", (long long)m, (long long)n, out.view.len / 4);
+        goto done;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = qmatmul_run(t, raw.view.buf, n, k, x.view.buf, m, out.view.buf);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(&raw);
+    release(&x);
+    release(&out);
+    return result;
+}
+
+/* out[e] = (d * sc) * q + dm * mn, in the order ggml and gguf-py use (bit-exact). */
+static void expand_row(const wb_qtype *t, const wb_wrow *w, int64_t k, float *out) {
+    const int B = t->scale_block;
+    for (int64_t e = 0; e < k; e++) {
+        int64_t b = e / B, j = e / 16;
+        float scale = t->has_sc ? w->d[b] * (float)w->sc8[8 * j] : w->d[b];
+        float v = scale * (float)w->q[e];
+        if (t->mins == WB_MINS_SUM) v += w->dm[b];
+        else if (t->mins == WB_MINS_SUB) v += w->dm[b] * (float)w->mn[j];
+        out[e] = v;
+    }
+}
+
+static PyObject *dequantize(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const char *op = "dequantize";
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "dequantize(raw, type_id, k, out): expected 4 arguments, "
+                     "found %zd", nargs);
+        return NULL;
+    }
+    const wb_qtype *t = get_type(args[1], op);
+    int64_t k;
+    if (!t || get_i64(args[2], &k) < 0 || check_k(t, k, op) < 0) return NULL;
+    wb_buf raw = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_buffer(args[0], &raw, op, "raw", NULL, 0) < 0 ||
+        get_buffer(args[3], &out, op, "out", "f", 1) < 0)
+        goto done;
+    int64_t row_bytes = k / t->block * t->bytes, rows = raw.view.len / row_bytes;
+    if (raw.view.len % row_bytes || out.view.len / 4 != rows * k) {
+        PyErr_Format(PyExc_ValueError, "dequantize: %zd bytes of %s rows of %lld values need "
+                     "a float32 out of %lld values, found %zd", raw.view.len, t->name,
+                     (long long)k, (long long)(raw.view.len / row_bytes * k), out.view.len / 4);
+        goto done;
+    }
+    int threads = threads_for(rows * k), failed = 0;
+    const uint8_t *src = raw.view.buf;
+    float *dst = out.view.buf;
+    Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
+    {
+        wb_wrow w;
+        void *scratch = alloc_row(t, k, &w);
+        if (!scratch) failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < rows; i++) {
+            if (!scratch) continue;
+            wb_decode_row(t, src + i * row_bytes, k, &w);
+            expand_row(t, &w, k, dst + i * k);
+        }
+        free(scratch);
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(&raw);
+    release(&out);
+    return result;
+}
+
+/* Activations in ggml's own block bytes, so tests can hold them against gguf-py. */
+static PyObject *quantize_activations(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const char *op = "quantize_activations";
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "quantize_activations(x, type_id, out): expected 3 "
+                     "arguments, found %zd", nargs);
+        return NULL;
+    }
+    long id = PyLong_AsLong(args[1]);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    if (id != WB_Q8_0 && id != WB_Q8_1 && id != WB_Q8_K)
+        return PyErr_Format(PyExc_ValueError, "%s: type id %ld is not Q8_0, Q8_1 or Q8_K", op, id);
+    const int B = id == WB_Q8_K ? 256 : 32, bytes = id == WB_Q8_0 ? 34 : id == WB_Q8_1 ? 36 : 292;
+    wb_buf x = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_buffer(args[0], &x, op, "x", "f", 0) < 0 ||
+        get_buffer(args[2], &out, op, "out", NULL, 1) < 0)
+        goto done;
+    int64_t k = x.view.len / 4, nb = k / B;
+    if (k % B || out.view.len != nb * bytes) {
+        PyErr_Format(PyExc_ValueError, "%s: x needs a multiple of %d values (found %lld) and "
+                     "out %lld bytes (found %zd)", op, B, (long long)k, (long long)(nb * bytes),
+                     out.view.len);
+        goto done;
+    }
+    int8_t *q = malloc((size_t)k);
+    float *d = malloc(sizeof(float) * (size_t)nb), *s = malloc(sizeof(float) * (size_t)nb);
+    int16_t *bsum = malloc(sizeof(int16_t) * (size_t)(k / 16));
+    if (q && d && s && bsum) {
+        if (B == 256) wb_quantize_q8_k(x.view.buf, k, q, d, bsum);
+        else wb_quantize_q8_32(x.view.buf, k, q, d, s, bsum);
+        uint8_t *o = out.view.buf;
+        for (int64_t b = 0; b < nb; b++, o += bytes) {
+            if (B == 256) {
+                memcpy(o, &d[b], 4);
+                memcpy(o + 4, q + 256 * b, 256);
+                memcpy(o + 260, bsum + 16 * b, 32);
+                continue;
+            }
+            uint16_t h = wb_f32_to_f16(d[b]), hs = wb_f32_to_f16(s[b]);
+            memcpy(o, &h, 2);
+            if (id == WB_Q8_1) memcpy(o + 2, &hs, 2);
+            memcpy(o + bytes - 32, q + 32 * b, 32);
+        }
+        result = Py_NewRef(Py_None);
+    } else {
+        PyErr_NoMemory();
+    }
+    free(q);
+    free(d);
+    free(s);
+    free(bsum);
+done:
+    release(&x);
+    release(&out);
+    return result;
+}
+
+PyMethodDef wb_quant_matmul_methods[] = {
+    {"qmatmul", (PyCFunction)(void (*)(void))qmatmul, METH_FASTCALL,
+     "qmatmul(raw, type_id, n, k, x, out): out (m, n) = x (m, k) @ W.T, W quantized."},
+    {"dequantize", (PyCFunction)(void (*)(void))dequantize, METH_FASTCALL,
+     "dequantize(raw, type_id, k, out): rows of blocks -> float32 (rows, k)."},
+    {"quantize_activations", (PyCFunction)(void (*)(void))quantize_activations, METH_FASTCALL,
+     "quantize_activations(x, type_id, out): float32 -> Q8_0 / Q8_1 / Q8_K blocks."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,68 @@
+/* The quantized kernel family's shared types: every GGUF block type decodes a weight row
+ * into one integer form, and activations are quantized once per call into another, so one
+ * integer dot-product kernel per ISA serves all block types.
+ *
+ * A weight row of K values is split into scale blocks of B = 32 (legacy types, IQ4_NL) or
+ * B = 256 (K-quants, IQ4_XS, Q8_K) elements and sub-blocks of 16:
+ *
+ *     w[e] = d[b] * sc[j] * q[e] + dm[b] * mn[j]        (b = e / B, j = e / 16)
+ *
+ * with int8 levels q, int16 sub-block scales sc and mins mn (absent: sc = 1, mn = 0 or 1)
+ * and float d, dm. Activations are ggml's Q8_0 / Q8_1 (B = 32) or Q8_K (B = 256):
+ * a[e] = da[b] * qa[e], with per-16 integer sums of qa (bsum) and, for Q8_1, s = da * sum. */
+#ifndef WB_QUANT_H
+#define WB_QUANT_H
+
+#include "wb_native.h"
+
+/* ggml type ids (as stored in GGUF files). */
+enum {
+    WB_Q4_0 = 2, WB_Q4_1 = 3, WB_Q5_0 = 6, WB_Q5_1 = 7, WB_Q8_0 = 8, WB_Q8_1 = 9,
+    WB_Q2_K = 10, WB_Q3_K = 11, WB_Q4_K = 12, WB_Q5_K = 13, WB_Q6_K = 14, WB_Q8_K = 15,
+    WB_IQ4_NL = 20, WB_IQ4_XS = 23,
+};
+
+/* How the mins term of a block type is formed. */
+enum { WB_MINS_NONE, WB_MINS_SUM, WB_MINS_SUB };
+
+typedef struct {
+    int type_id;
+    const char *name;
+    int block;      /* elements per GGUF block */
+    int bytes;      /* bytes per GGUF block */
+    int scale_block;/* B: 32 or 256 */
+    int has_sc;     /* sub-block scales (else all 1) */
+    int mins;       /* WB_MINS_NONE: no offset; WB_MINS_SUM: dm[b] * sum(a over b) (Q8_1's s);
+                       WB_MINS_SUB: dm[b] * sum_j mn[j] * sum(a over sub-block j) */
+} wb_qtype;
+
+/* A decoded weight row (a thread's scratch). sc8 holds each sub-block scale 8 times (one
+ * 128-bit lane of int16), so SIMD kernels load it instead of broadcasting. */
+typedef struct {
+    int8_t *q;     /* K */
+    int16_t *sc8;  /* K / 16 * 8, when has_sc */
+    int16_t *mn;   /* K / 16, when mins == WB_MINS_SUB */
+    float *d;      /* K / B */
+    float *dm;     /* K / B, when mins != WB_MINS_NONE */
+} wb_wrow;
+
+/* Quantized activations, one row (pointers into the call's buffers). */
+typedef struct {
+    const int8_t *q;     /* K */
+    const float *d;      /* K / B */
+    const float *s;      /* K / B: d * sum(q) rounded as ggml's Q8_1 (B = 32 only) */
+    const int16_t *bsum; /* K / 16 */
+} wb_arow;
+
+const wb_qtype *wb_qtype_find(int type_id);
+void wb_decode_row(const wb_qtype *t, const uint8_t *raw, int64_t k, wb_wrow *w);
+/* Quantize one f32 row of k values as ggml does: to Q8_0 (s == NULL) or Q8_1 (blocks of 32),
+ * or to Q8_K (blocks of 256). */
+void wb_quantize_q8_32(const float *x, int64_t k, int8_t *q, float *d, float *s, int16_t *bsum);
+void wb_quantize_q8_k(const float *x, int64_t k, int8_t *q, float *d, int16_t *bsum);
+/* out[r] = dot(w, a[r]) for r < nrows (nrows <= WB_QDOT_ROWS). */
+#define WB_QDOT_ROWS 4
+void wb_qdot_rows(const wb_qtype *t, const wb_wrow *w, const wb_arow *a, int nrows, int64_t k,
+                  float *out);
+
+#endif /* WB_QUANT_H */
