@@ -7,8 +7,9 @@ Inputs are numpy arrays. Each input is handed to workbench in a chosen ``layout`
 "contiguous", "transposed" (a permuted view of a contiguous buffer), "sliced" (every other
 element of a bigger buffer) or "broadcast" (a stride-0 expansion of a smaller buffer), so
 strided kernels are exercised; ``device="cuda"`` builds the same views of a GPU buffer (the
-torch reference always runs on the CPU, results come back with ``.numpy()``). Gradients: a
-random upstream gradient ``g`` is pulled back through both libraries
+torch reference always runs on the CPU, results come back with ``.numpy()``). Every tensor
+output must have torch's dtype, unless the call names why not (``dtype_differs="..."``).
+Gradients: a random upstream gradient ``g`` is pulled back through both libraries
 (``(out * g).sum().backward()``) and every float input's gradient is compared.
 """
 
@@ -113,6 +114,7 @@ def check(
     grad_rtol: float | None = None,
     seed: int = 0,
     device: str = "cpu",
+    dtype_differs: str | None = None,
 ) -> None:
     """Compare ``fn(*wb_inputs)`` with ``torch_fn(*torch_inputs)``, then their gradients.
 
@@ -120,6 +122,8 @@ def check(
     their own dtype; float inputs are cast to ``dtype``. ``grad_inputs`` picks which inputs get
     a gradient (default: all float inputs). The workbench inputs live on ``device`` and every
     tensor output must come out on it; the torch reference runs on the CPU.
+    ``dtype_differs``: the reason a known dtype difference from torch is accepted (the one
+    opt-out of the dtype check; the reason is what the compatibility table reports).
     """
     wb_device = wb.Device(device)
     torch_fn = torch_fn or fn
@@ -150,6 +154,10 @@ def check(
     for k, (o, e) in enumerate(zip(outs, expects, strict=True)):
         if isinstance(o, wb.Tensor):
             assert o.device == wb_device, f"output {k} is on {o.device}, expected {wb_device}"
+            if isinstance(e, torch.Tensor) and dtype_differs is None:
+                assert o.dtype is wb.dtype.dtype(e.dtype), (
+                    f"output {k}: dtype {o.dtype.name}, torch gives {e.dtype}"
+                )
         assert_close(_to_numpy(o), _to_numpy(e), dtype.name, f"output {k}", atol, rtol, device)
     if not any(t.requires_grad for t in torch_inputs):
         return

@@ -1,18 +1,53 @@
 """Bind the op functions onto ``Tensor`` as methods and Python operators.
 
 Every ``@op`` function of the op families whose first argument is a tensor becomes a method of
-the same name, so ``x.exp()`` is ``wb.exp(x)`` with no extra call in between.
+the same name, so ``x.exp()`` is ``wb.exp(x)`` with no extra call in between. PyTorch's dtype
+conversions (``x.float()``, ``x.long()``, ``x.type(wb.i32)``, ...) are ``x.to(dtype)``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from . import dtype as dt
+from .dtype import DType
 from .ops import FAMILIES
 from .ops import elementwise as ew
 from .ops import matmul as mm
 from .tensor import Tensor
 
 # Functions that take something other than a tensor first.
-_NOT_METHODS = {"cat", "stack", "where"}
+_NOT_METHODS = {"cat", "stack", "where", "einsum"}
+
+# PyTorch's conversion methods: x.float() is x.to(torch.float32), x.long() x.to(torch.int64)...
+_CONVERSIONS = {
+    "float": dt.f32, "double": dt.f64, "half": dt.f16, "bfloat16": dt.bf16, "int": dt.i32,
+    "long": dt.i64, "short": dt.i16, "bool": dt.bool_, "byte": dt.u8,
+}  # fmt: skip
+
+
+def _conversion(name: str, dtype: DType):
+    def convert(self: Tensor) -> Tensor:
+        return self.to(dtype)
+
+    convert.__name__ = convert.__qualname__ = name
+    convert.__doc__ = f"``self.to({dtype.name})``: a copy in {dtype.name}, ``self`` if already."
+    return convert
+
+
+def _type(self: Tensor, dtype: DType | str) -> Tensor:
+    """``self.to(dtype)`` (PyTorch's ``x.type(torch.int64)``)."""
+    return self.to(dt.dtype(dtype))
+
+
+def _T(self: Tensor) -> Tensor:
+    """All dims reversed."""
+    return self.permute(tuple(reversed(range(self.ndim))))
+
+
+def _mT(self: Tensor) -> Tensor:
+    """The last two dims swapped (a batch of transposed matrices)."""
+    return self.transpose(-2, -1)
 
 
 def _bind() -> None:
@@ -26,7 +61,10 @@ def _bind() -> None:
                 setattr(Tensor, name, fn)
 
     def swap(fn):
-        return lambda a, b: fn(b, a)
+        def reflected(a: Tensor, b: Any) -> Tensor:
+            return fn(b, a)
+
+        return reflected
 
     operators = {
         "__add__": ew.add, "__sub__": ew.sub, "__mul__": ew.mul, "__truediv__": ew.div,
@@ -43,9 +81,16 @@ def _bind() -> None:
     }  # fmt: skip
     for name, fn in operators.items():
         setattr(Tensor, name, fn)
+    # & | ^ commute, so the reflected forms (``True & mask``, ``3 | t``) are the same functions.
+    Tensor.__rand__, Tensor.__ror__, Tensor.__rxor__ = (
+        Tensor.__and__, Tensor.__or__, Tensor.__xor__
+    )  # fmt: skip
+    for name, dtype in _CONVERSIONS.items():
+        setattr(Tensor, name, _conversion(name, dtype))
+    Tensor.type = _type
     Tensor.__hash__ = object.__hash__
-    Tensor.T = property(lambda self: self.permute(tuple(reversed(range(self.ndim)))))
-    Tensor.mT = property(lambda self: self.transpose(-2, -1))
+    Tensor.T = property(_T)
+    Tensor.mT = property(_mT)
 
 
 _bind()
