@@ -114,7 +114,10 @@ def test_ddp_equals_one_process_on_the_concatenated_batch(world):
     for state, losses in results:
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
         for name, value in ref_state.items():
-            np.testing.assert_allclose(state[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+            # Adam divides by sqrt(v): where a gradient is near zero, a last-bit difference (the
+            # ranks sum their shares in another order than one process) moves that weight by up
+            # to ~1e-4 over 20 steps at lr 0.05, while the losses above agree to 1e-5
+            np.testing.assert_allclose(state[name], value, rtol=1e-4, atol=3e-4, err_msg=name)
     assert ref_losses[-1] < 0.8 * ref_losses[0]  # it trained
 
 

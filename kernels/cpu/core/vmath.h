@@ -88,7 +88,9 @@ static inline float wb_tanhf(float x) {
     const float small = x + x * z * p;
     const float large = 1.0f - 2.0f / (wb_expf(2.0f * a) + 1.0f);
     const float big = x < 0.0f ? -large : large;
-    return a < 0.55f ? small : big; /* NaN: a < 0.55 is false and big is NaN */
+    /* copysign keeps tanh(-0) = -0 (x + x z p rounds -0 + +0 to +0); NaN: a < 0.55 is false
+     * and big is NaN */
+    return a < 0.55f ? __builtin_copysignf(small, x) : big;
 }
 
 /* Abramowitz & Stegun 7.1.26: erfc(z) ~ t (a1 + t (a2 + ... + t a5)) exp(-z^2), t = 1/(1 + p z)
