@@ -32,13 +32,14 @@ EXT_SOURCES := $(filter-out $(EXT)/ui-tests/% $(EXT)/scripts/%,$(wildcard $(shel
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help lab test dev lint lint-imports test-python test-notebooks test-ext chromium bench \
-	format clean distclean
+	format clean distclean test-asan test-asan-fast asan-build test-numpy-path
 
 help:
 	@echo "make lab      start JupyterLab on notebooks/ (IP=$(IP) PORT=$(PORT), LAB_ARGS=...)"
 	@echo "make test     lint, import layers, pytest, notebooks (nbval), extension tests"
 	@echo "make dev      only create/update $(VENV) with the dev and lab extras and the extension"
 	@echo "make lint | lint-imports | test-python | test-notebooks | test-ext   parts of make test"
+	@echo "make test-numpy-path | test-asan-fast   parts of make test; make test-asan: more of it"
 	@echo "make bench    install the reference packages and run the benchmarks (BENCH_ARGS=...)"
 	@echo "make format   ruff --fix and ruff format"
 	@echo "make chromium install Debian's chromium for the UI tests (root) or say how"
@@ -89,7 +90,7 @@ lab: $(STAMP)-lab $(STAMP)-ext
 # Every part runs even when an earlier one fails (a broken extension build fails test-ext only);
 # the summary names the failed parts.
 # pytest on tests/ goes last so that its summary line closes the output.
-TEST_PARTS := lint test-ext test-notebooks test-python
+TEST_PARTS := lint test-ext test-notebooks test-asan-fast test-numpy-path test-python
 
 test: $(STAMP)-dev
 	@$(PY) -m benchmarks.machine
@@ -100,11 +101,15 @@ test: $(STAMP)-dev
 	done; \
 	if [ -n "$$failed" ]; then echo "=== make test failed:$$failed"; exit 1; fi
 
-# All three run; lint fails if any of them does.
+# All four run; lint fails if any of them does. mypy checks typed use of the public API
+# through the shipped stubs (workbench/*.pyi; errors inside the package's own modules are
+# not its subject: --follow-imports=silent).
 lint: $(STAMP)-dev
 	@rc=0; \
 	echo "ruff check ."; $(BIN)/ruff check . || rc=1; \
 	echo "ruff format --check ."; $(BIN)/ruff format --check . || rc=1; \
+	echo "mypy tests/typing"; $(BIN)/mypy --follow-imports=silent --ignore-missing-imports \
+		--no-incremental --cache-dir=/dev/null tests/typing || rc=1; \
 	$(MAKE) --no-print-directory lint-imports || rc=1; \
 	exit $$rc
 
@@ -122,6 +127,39 @@ lint-imports: $(STAMP)-dev
 # CUDA kernels are compiled with nvcc --ptx by pytest itself wherever nvcc exists.
 test-python: $(STAMP)-dev
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The op tables on the numpy path (the fallback of platforms without the compiled kernels);
+# test-python runs them on the native kernels.
+NUMPY_PATH_TESTS := tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_fused.py \
+	tests/test_autograd.py
+test-numpy-path: $(STAMP)-dev
+	WORKBENCH_NATIVE=0 $(PY) -m pytest -q -p no:cacheprovider $(NUMPY_PATH_TESTS)
+
+# The native CPU kernels under AddressSanitizer and UBSan: the variant this CPU runs, built with
+# WORKBENCH_SANITIZE=1 into $(ASAN_DIR) and imported from there (WORKBENCH_NATIVE_DIR) instead
+# of the normal build. The interpreter is not instrumented, so libasan must be preloaded; leak
+# checks are off (the interpreter's own allocations would drown them). make test runs the fast
+# subset (the native property tests), make test-asan the op tables too.
+ASAN_DIR := build/asan
+ASAN_FAST_TESTS := tests/test_native_elementwise.py
+ASAN_TESTS := $(ASAN_FAST_TESTS) tests/test_ops_elementwise.py tests/test_ops_reduce.py \
+	tests/test_fused.py
+ASAN_RUN = LD_PRELOAD=$$($${CC:-gcc} -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
+	UBSAN_OPTIONS=print_stacktrace=1 WORKBENCH_NATIVE_DIR=$(ASAN_DIR)/workbench/backends/cpu \
+	$(PY) -m pytest -q -p no:cacheprovider
+
+asan-build: $(STAMP)-dev
+	@variant=$$($(PY) -c "from workbench.backends.cpu import native; \
+		print(native.info()['variant'] or 'base')"); \
+	echo "building the $$variant kernels with ASan/UBSan into $(ASAN_DIR)"; \
+	WORKBENCH_SANITIZE=1 WORKBENCH_NATIVE_VARIANTS=$$variant \
+		$(PY) setup.py -q build_ext -b $(ASAN_DIR) -t $(ASAN_DIR)/tmp
+
+test-asan: asan-build
+	$(ASAN_RUN) $(ASAN_TESTS)
+
+test-asan-fast: asan-build
+	$(ASAN_RUN) $(ASAN_FAST_TESTS)
 
 # pytest exits 5 when it collects nothing (e.g. notebooks without code cells): not a failure.
 test-notebooks: $(STAMP)-dev

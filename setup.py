@@ -16,6 +16,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 KERNELS = Path("kernels") / "cpu"
@@ -55,12 +56,26 @@ def _sources() -> list[str]:
 def _sanitize_flags() -> list[str]:
     """``WORKBENCH_SANITIZE=1`` (make test-asan) builds with AddressSanitizer and UBSan."""
     if os.environ.get("WORKBENCH_SANITIZE") == "1":
-        return ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
+        return [
+            "-fsanitize=address,undefined",
+            "-fno-omit-frame-pointer",
+            "-fno-sanitize-recover=all",
+        ]
     return []
 
 
 def _extensions() -> list[Extension]:
-    common = ["-O3", "-std=c11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"]
+    # No errno and no FP traps (nothing reads them): lets gcc vectorise sqrt, rounding and the
+    # selects of the branch-free math in kernels/cpu/core/vmath.h.
+    common = [
+        "-O3",
+        "-std=c11",
+        "-fno-strict-aliasing",
+        "-fno-math-errno",
+        "-fno-trapping-math",
+        "-Wall",
+        "-Wno-unused-function",
+    ]
     common += _sanitize_flags()
     include = [str(KERNELS)]
     exts = [Extension(f"{PACKAGE}._cpuid", [str(KERNELS / "cpuid.c")], optional=True,
@@ -100,17 +115,111 @@ class BuildNative(build_ext):
         if not hasattr(self, "_openmp"):
             with tempfile.TemporaryDirectory() as tmp:
                 src = Path(tmp) / "omp.c"
-                src.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n")
+                src.write_text(
+                    "#include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n"
+                )
                 try:
-                    objs = self.compiler.compile([str(src)], output_dir=tmp, extra_postargs=["-fopenmp"])
-                    self.compiler.link_executable(objs, str(Path(tmp) / "omp"), extra_postargs=["-fopenmp"])
+                    objs = self.compiler.compile(
+                        [str(src)], output_dir=tmp, extra_postargs=["-fopenmp"]
+                    )
+                    self.compiler.link_executable(
+                        objs, str(Path(tmp) / "omp"), extra_postargs=["-fopenmp"]
+                    )
                     self._openmp = True
                 except Exception:  # noqa: BLE001 - any compiler failure means "no OpenMP"
                     self._openmp = False
         return self._openmp
 
 
+def _cuda_compile_module():
+    """backends/cuda/compile.py, loaded by path (standard library only: nothing is installed)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_wb_cuda_compile", ROOT / "backends" / "cuda" / "compile.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _local_gpu_arch() -> str | None:
+    """``sm_XY`` of this machine's first NVIDIA GPU (nvidia-smi), or None."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = done.stdout.strip().splitlines()[:1]
+    return "sm_" + first[0].strip().replace(".", "") if done.returncode == 0 and first else None
+
+
+class BuildPyWithFatbins(build_py):
+    """Also compiles the CUDA kernels into fatbins (kernels/cuda/fatbin/, package data) where nvcc
+    exists, so the CUDA backend needs only the NVIDIA driver at run time.
+
+    Targets: ``WORKBENCH_CUDA_ARCHS`` (e.g. ``sm_90`` or ``sm_80,sm_90,compute_90``), else every
+    arch of ``compile.ARCHS`` plus PTX for the newest in a wheel, and only this machine's GPU in an
+    editable install (none there: skipped, the kernels compile at first use; ``WORKBENCH_FATBIN=1``
+    builds all). ``WORKBENCH_FATBIN=0`` skips. Compiled PTX and fatbins are cached in
+    ``$WORKBENCH_CACHE/cuda`` (``~/.cache/workbench/cuda``): unchanged kernels build at once.
+    """
+
+    def run(self) -> None:
+        super().run()
+        import time
+
+        compile_mod = _cuda_compile_module()
+        nvcc = compile_mod.find_nvcc()
+        editable = bool(getattr(self, "editable_mode", False))
+        flag = os.environ.get("WORKBENCH_FATBIN")
+        spec = os.environ.get("WORKBENCH_CUDA_ARCHS")
+        if flag == "0" or nvcc is None:
+            self.announce(
+                "CUDA fatbins skipped ("
+                + ("WORKBENCH_FATBIN=0" if nvcc else "no nvcc")
+                + "): the CUDA backend compiles its kernels at first use",
+                level=2,
+            )
+            return
+        if spec:
+            targets = compile_mod.parse_targets(spec)
+        elif editable and flag != "1":
+            arch = _local_gpu_arch()
+            if arch is None:
+                self.announce(
+                    "CUDA fatbins skipped in this editable install (no GPU here; "
+                    "WORKBENCH_FATBIN=1 builds them)",
+                    level=2,
+                )
+                return
+            targets = (arch,)
+        else:
+            targets = compile_mod.ARCHS + (compile_mod.PTX_ARCH,)
+        base = ROOT if editable else Path(self.build_lib) / "workbench"
+        out = base / "kernels" / "cuda" / compile_mod.FATBIN_DIR
+        start = time.perf_counter()
+        compile_mod.build_fatbins(out, targets, ROOT / "kernels" / "cuda", nvcc=nvcc)
+        self.announce(
+            f"CUDA fatbins for {', '.join(targets)} in {time.perf_counter() - start:.0f} s "
+            f"-> {out}",
+            level=2,
+        )
+
+
 if sys.platform == "emscripten":  # Pyodide: the numpy path only
     setup()
 else:
-    setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildNative})
+    setup(
+        ext_modules=_extensions(),
+        cmdclass={"build_ext": BuildNative, "build_py": BuildPyWithFatbins},
+    )

@@ -9,6 +9,7 @@ missing from the list works in the repo and breaks for users: these tests catch 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import site
@@ -141,18 +142,17 @@ def test_no_module_outside_a_package():
     assert not orphans, f"these folders need an __init__.py: {orphans}"
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """Build the wheel from a copy of the sources, so the repo gets no build/ or egg-info."""
-    tmp = tmp_path_factory.mktemp("wheel")
+def _build_wheel(tmp: Path, files: tuple[str, ...] = (), env: dict | None = None) -> Path:
+    """Build the wheel from a copy of the sources (plus top-level ``files``), so the repo gets
+    no build/ or egg-info."""
     src = tmp / "src"
     src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "fatbin")
     for folder in MAPPED.values():
         shutil.copytree(ROOT / folder, src / folder, ignore=ignore)
     for path in ROOT.iterdir():
         if path.is_file() and (
-            path.name == "pyproject.toml" or path.name.startswith(("README", "LICEN"))
+            path.name in ("pyproject.toml", *files) or path.name.startswith(("README", "LICEN"))
         ):
             shutil.copy2(path, src / path.name)
     out = tmp / "dist"
@@ -161,10 +161,15 @@ def wheel(tmp_path_factory) -> Path:
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
         + ["-w", str(out), str(src)],
         check=True,
-        env=_clean_env(),
+        env={**_clean_env(), **(env or {})},
     )
     (built,) = out.glob("workbench-*.whl")
     return built
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return _build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def test_wheel_holds_the_mapped_folders(wheel):
@@ -182,7 +187,8 @@ def test_wheel_holds_the_mapped_folders(wheel):
     assert not extra, f"the wheel installs more than workbench: {extra}"
 
 
-def test_installed_wheel_imports_outside_the_repo(wheel, tmp_path):
+def _install(wheel: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(python, purelib) of a fresh venv holding ``wheel`` and this environment's packages."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -204,7 +210,11 @@ def test_installed_wheel_imports_outside_the_repo(wheel, tmp_path):
         sysconfig.get_paths()["platlib"],
     }
     (purelib / "_workbench_test_deps.pth").write_text("\n".join(sorted(here)) + "\n")
+    return python, purelib
 
+
+def test_installed_wheel_imports_outside_the_repo(wheel, tmp_path):
+    python, purelib = _install(wheel, tmp_path)
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
     seen = _run_python(python, PROBE, cwd)
@@ -230,3 +240,111 @@ def test_editable_install_maps_to_the_repo(tmp_path):
     assert Path(seen["cpu"]) == ROOT / "backends" / "cpu" / "__init__.py"
     assert Path(seen["kernels"]) == ROOT / "kernels"
     assert seen["kernel_files"] == _kernel_sources()
+
+
+# -- prebuilt CUDA kernels ------------------------------------------------------------------------
+def _cuda_compile():
+    from workbench.backends.cuda import compile as cuda_compile
+
+    return cuda_compile
+
+
+NVCC = _cuda_compile().find_nvcc()
+# PTX-only fatbins for one arch keep this quick (one PTX pass per source, no ptxas); the release
+# build's cubins for every arch go through the same build_fatbins.
+FATBIN_TARGETS = "compute_90"
+
+
+@pytest.fixture(scope="module")
+def fatbin_wheel(tmp_path_factory) -> Path:
+    """A wheel built through setup.py (its build_py compiles the fatbins; no native CPU
+    variant is built: none is named ``skip``)."""
+    env = {"WORKBENCH_CUDA_ARCHS": FATBIN_TARGETS, "WORKBENCH_NATIVE_VARIANTS": "skip"}
+    return _build_wheel(tmp_path_factory.mktemp("fatbin_wheel"), ("setup.py",), env)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found: no fatbins are built here")
+def test_wheel_carries_the_fatbins(fatbin_wheel):
+    cuda_compile = _cuda_compile()
+    archive = zipfile.ZipFile(fatbin_wheel)
+    base = "workbench/kernels/cuda/fatbin/"
+    manifest = json.loads(archive.read(base + "manifest.json"))
+    names = cuda_compile.sources()
+    assert manifest["targets"] == [FATBIN_TARGETS]
+    assert manifest["kernels"] == {n: cuda_compile.source_key(n) for n in names}
+    for name in names:
+        assert archive.read(f"{base}{name}.fatbin")[:4] == bytes.fromhex("50ed55ba"), name
+
+
+FAKE_GPU_PROBE = """
+import json, subprocess, sys
+sys.path.insert(0, TESTS_CUDA)
+from fakes import FakeDriver
+from workbench.backends.cuda import compile as cuda_compile, driver, runtime
+
+def refuse(*args, **kwargs):
+    raise AssertionError("nvcc was needed")
+
+cuda_compile.find_nvcc = lambda: None  # as on a machine with only the NVIDIA driver
+cuda_compile.compile_ptx = refuse
+fake = FakeDriver()
+driver.set_driver(fake)
+runtime.reset()
+import numpy as np
+from workbench.backends.cuda import Storage
+from workbench.backends.layout import Layout
+x = Storage.from_numpy(np.ones((2, 3), np.float32))
+x.unary("exp", Layout.contiguous((2, 3)))
+x.reduce("sum", Layout.contiguous((2, 3)), (1,), False, "f32")
+print(json.dumps({"loaded": [[kind, len(image)] for kind, image in fake.loaded],
+                  "kernels": str(cuda_compile.kernel_dir())}))
+""".replace("TESTS_CUDA", repr(str(ROOT / "tests" / "cuda")))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found: no fatbins are built here")
+def test_cuda_backend_from_the_wheel_needs_no_nvcc(fatbin_wheel, tmp_path):
+    """The installed wheel's CUDA backend imports and loads its kernels from the fatbins with
+    nvcc unreachable (a fake driver stands in for the GPU)."""
+    python, purelib = _install(fatbin_wheel, tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    seen = _run_python(python, FAKE_GPU_PROBE, tmp_path / "elsewhere")
+    kernels = purelib / "workbench" / "kernels" / "cuda"
+    assert Path(seen["kernels"]) == kernels
+    fatbins = kernels / "fatbin"
+    size = {n: (fatbins / f"{n}.fatbin").stat().st_size for n in ("elementwise", "reduce")}
+    assert seen["loaded"] == [["fatbin", size["elementwise"]], ["fatbin", size["reduce"]]]
+
+
+# -- compiled CPU kernels ---------------------------------------------------------------------
+NATIVE_PROBE = """
+import json
+import numpy as np
+import workbench as wb
+from workbench.backends.cpu import native
+x = wb.tensor(np.array([0.0, 1.0], np.float32))
+print(json.dumps({"info": wb.native_info(), "file": native.NATIVE.__file__,
+                  "exp": (x.exp() + x).numpy().tolist()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def native_wheel(tmp_path_factory) -> Path:
+    """A wheel built through setup.py with the baseline CPU variant only (quick), no fatbins."""
+    env = {"WORKBENCH_NATIVE_VARIANTS": "base", "WORKBENCH_FATBIN": "0"}
+    return _build_wheel(tmp_path_factory.mktemp("native_wheel"), ("setup.py",), env)
+
+
+@pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler")
+def test_wheel_carries_the_native_cpu_kernels(native_wheel, tmp_path):
+    """The wheel holds the compiled ``_cpuid`` and ``_native_base`` modules, and the installed
+    wheel runs its ops through them (no compiler needed at run time)."""
+    names = zipfile.ZipFile(native_wheel).namelist()
+    ext = sysconfig.get_config_var("EXT_SUFFIX")
+    for module in ("_cpuid", "_native_base"):
+        assert f"workbench/backends/cpu/{module}{ext}" in names, module
+    python, purelib = _install(native_wheel, tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    seen = _run_python(python, NATIVE_PROBE, tmp_path / "elsewhere")
+    assert seen["info"]["variant"] == "base", seen["info"]
+    assert Path(seen["file"]).is_relative_to(purelib)
+    assert seen["exp"] == pytest.approx([1.0, math.e + 1.0], rel=1e-6)

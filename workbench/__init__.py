@@ -15,7 +15,6 @@ from . import (
     io,
     nn,
     optim,
-    quantized,
 )
 from .autograd import GradStore, enable_grad, is_grad_enabled, no_grad
 from .device import Device, cuda_if_available, device, is_available, metal_if_available
@@ -37,6 +36,7 @@ from .errors import (
     AutogradError,
     DeviceMismatch,
     DeviceUnavailable,
+    DivisionByZero,
     DTypeError,
     IndexingError,
     OutOfMemory,
@@ -70,9 +70,9 @@ from .ops.creation import (
     zeros_like,
 )
 from .profiler import Profile, profile
-from .quantized import GgmlDType, QEmbedding, QLinear, QMatMul, QTensor, QVarBuilder, quantize_model
 from .random import Generator, manual_seed
 from .tensor import Tensor, Var
+from .threads import get_num_threads, native_info, set_num_threads
 
 # Every op function (wb.exp, wb.cat, wb.conv2d, wb.softmax, ...), by its own name; indexing is
 # spelled x[key] and x[key] = value.
@@ -92,6 +92,34 @@ def load_ipython_extension(ipython) -> None:
     from .notebook.extension import load
 
     load(ipython)
+
+
+# Imported on first use, so that ``import workbench`` (a kernel's first cell, a CLI) stays fast.
+_LAZY = {
+    "quantized": ("quantized", None),
+    "distributed": ("distributed", None),  # wb.distributed.init(), DDP, tensor parallel
+    **{name: ("quantized", name) for name in ("GgmlDType", "QEmbedding", "QLinear", "QMatMul",
+                                              "QTensor", "QVarBuilder", "quantize_model")},
+    "serve": ("serve", None),  # callable: wb.serve(model) starts a server
+    "monitor": ("serve", "monitor"),
+    "PerformanceMonitor": ("serve", "PerformanceMonitor"),
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    found = importlib.import_module(f".{module}", __name__)
+    value = found if attr is None else getattr(found, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def gallery(model: str | None = None):
@@ -115,6 +143,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "quantized",
+    "distributed",
+    "serve",
+    "monitor",
+    "PerformanceMonitor",
     "GgmlDType",
     "QEmbedding",
     "QLinear",
@@ -137,6 +169,7 @@ __all__ = [
     "AutogradError",
     "DType",
     "DTypeError",
+    "DivisionByZero",
     "Device",
     "DeviceMismatch",
     "DeviceUnavailable",
@@ -174,6 +207,9 @@ __all__ = [
     "linspace",
     "manual_seed",
     "metal_if_available",
+    "native_info",
+    "set_num_threads",
+    "get_num_threads",
     "no_grad",
     "ones",
     "ones_like",

@@ -4,12 +4,14 @@
 
     python -m workbench.quantized convert model.safetensors model-Q4_K.gguf --type Q4_K
     python -m workbench.quantized convert in.safetensors out.gguf --type Q8_0 --skip-pattern 'head'
+    python -m workbench.quantized convert ./Qwen3-0.6B/ qwen3-Q8_0.gguf --type Q8_0   # HF folder
     python -m workbench.quantized info model-Q4_K.gguf
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 
 from ..errors import WorkbenchError
 from .convert import ConvertedTensor, convert_safetensors, format_report, stored_bytes
+from .convert_hf import convert_hf_checkpoint
 from .dtype import GgmlDType
 from .errors import GgmlTypeError
 from .gguf_file import read_gguf
@@ -36,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
             "block size fall back to a 32-block type. Prints a per-tensor report."
         ),
     )
-    convert.add_argument("src", help="input .safetensors (or .safetensors.index.json)")
+    convert.add_argument(
+        "src",
+        help="input .safetensors (or .safetensors.index.json), or a Hugging Face checkpoint "
+        "folder (config.json + safetensors + tokenizer) of a llama / qwen2 / qwen3 / phi3 / "
+        "gemma2 / gemma3 model, written with llama.cpp's names and metadata",
+    )
     convert.add_argument("dst", help="output .gguf")
     convert.add_argument(
         "--type",
@@ -86,7 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     start = time.perf_counter()
     try:
-        rows = convert_safetensors(args.src, args.dst, target, skip=args.skip_pattern)
+        if os.path.isfile(os.path.join(args.src, "config.json")):
+            rows = convert_hf_checkpoint(args.src, args.dst, target, skip=args.skip_pattern)
+        else:
+            rows = convert_safetensors(args.src, args.dst, target, skip=args.skip_pattern)
     except (WorkbenchError, OSError, ValueError, re.error) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

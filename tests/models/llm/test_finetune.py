@@ -91,8 +91,9 @@ def test_adapters_move_between_peft_and_workbench(tiny, family, tmp_path):
     model, path = tiny(family)
     loaded = peft.PeftModel.from_pretrained(copy.deepcopy(model), tmp_path / "ours")
     with torch.no_grad():
-        np.testing.assert_allclose(loaded(torch.tensor(ids)).logits.numpy(), reference,
-                                   rtol=1e-4, atol=1e-4)  # fmt: skip
+        np.testing.assert_allclose(
+            loaded(torch.tensor(ids)).logits.numpy(), reference, rtol=1e-4, atol=1e-4
+        )
     # peft -> file -> workbench happened in _pair: ours matched the reference above
     base = TrainableTransformer(llm.load(path).transformer)
     assert not np.allclose(base(ids).numpy(), reference, atol=1e-3)  # the adapter matters

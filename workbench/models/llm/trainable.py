@@ -154,8 +154,10 @@ class TrainableTransformer(Module):
 
     def _tables(self, inv: np.ndarray, linear: float, length: int):
         angles = (np.arange(length, dtype=np.float64) / linear)[:, None] * inv[None, :]
-        return (from_numpy(np.cos(angles).astype(np.float32)),
-                from_numpy(np.sin(angles).astype(np.float32)))  # fmt: skip
+        return (
+            from_numpy(np.cos(angles).astype(np.float32)),
+            from_numpy(np.sin(angles).astype(np.float32)),
+        )
 
     def _mask(self, length: int, window: int | None) -> Tensor:
         """(T, T) bool: key j is visible to query i when j <= i (and i - j < window)."""

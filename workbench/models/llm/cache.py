@@ -1,0 +1,151 @@
+"""``KVCache``: preallocated keys and values for several sequences ("slots").
+
+Per layer, keys ``k[slot, head_kv, cell, head_dim]`` and values alike (f32). A global layer
+has one cell per position (``max_len`` cells); a sliding-window layer has a ring of
+``window + chunk`` cells, position ``p`` living in cell ``p % ring``: a chunk of up to
+``chunk`` new tokens can be written before its queries attend, and no query of the chunk
+loses a key it still needs (query ``p`` reads positions ``p - window + 1 .. p``).
+
+``positions[kind][slot, cell]`` is the position held by a cell (-1: empty), from which the
+attention masks are built; ``tokens(slot)`` are the ids the slot has seen, which is what lets a
+new prompt reuse the longest cached prefix (:meth:`reuse_prefix`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import WorkbenchError
+from .config import LlmConfig
+
+GLOBAL, LOCAL = 0, 1
+
+
+class CacheFullError(WorkbenchError):
+    """A sequence grew past the cache's ``max_len``."""
+
+
+class KVCache:
+    """Keys/values of ``n_slots`` sequences of up to ``max_len`` positions each."""
+
+    def __init__(self, config: LlmConfig, n_slots: int = 1, max_len: int = 4096, chunk: int = 256):
+        if n_slots <= 0 or max_len <= 0 or chunk <= 0:
+            raise WorkbenchError(
+                f"KVCache: n_slots, max_len and chunk must be positive, found {n_slots}, "
+                f"{max_len}, {chunk}"
+            )
+        self.config = config
+        self.n_slots = n_slots
+        self.max_len = max_len
+        self.chunk = chunk
+        window = config.sliding_window
+        ring = min(max_len, window + chunk) if window else max_len
+        self.cells = (max_len, ring)
+        self.kinds = [LOCAL if local else GLOBAL for local in config.local_layers]
+        c = config
+        # np.zeros maps zero pages lazily: an unused slot or cell costs no resident memory.
+        self.k = [
+            np.zeros((n_slots, c.n_head_kv, self.cells[kd], c.head_dim), np.float32)
+            for kd in self.kinds
+        ]
+        self.v = [
+            np.zeros((n_slots, c.n_head_kv, self.cells[kd], c.value_dim), np.float32)
+            for kd in self.kinds
+        ]
+        self.positions = [np.full((n_slots, n), -1, np.int64) for n in self.cells]
+        self._tokens: list[list[int]] = [[] for _ in range(n_slots)]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.k) + sum(a.nbytes for a in self.v)
+
+    def tokens(self, slot: int) -> list[int]:
+        """The ids whose keys/values slot ``slot`` holds, in order (a copy)."""
+        return list(self._tokens[self._check(slot)])
+
+    def length(self, slot: int) -> int:
+        return len(self._tokens[self._check(slot)])
+
+    def reset(self, slot: int | None = None) -> None:
+        """Forget slot ``slot`` (every slot when None)."""
+        slots = range(self.n_slots) if slot is None else [self._check(slot)]
+        for s in slots:
+            self._tokens[s] = []
+            for pos in self.positions:
+                pos[s] = -1
+
+    def truncate(self, slot: int, n: int) -> bool:
+        """Keep the first ``n`` positions of ``slot``. False (and the slot is reset) when a
+        ring has already overwritten keys that position ``n`` would need."""
+        self._check(slot)
+        n = max(0, min(n, self.length(slot)))
+        length = self.length(slot)
+        ring = self.cells[LOCAL]
+        if (
+            LOCAL in self.kinds
+            and n < length
+            and n - self.config.sliding_window + 1 < length - ring
+        ):
+            self.reset(slot)
+            return False
+        self._tokens[slot] = self._tokens[slot][:n]
+        for pos in self.positions:
+            pos[slot][pos[slot] >= n] = -1
+        return True
+
+    def reuse_prefix(self, slot: int, ids: list[int]) -> int:
+        """Truncate ``slot`` to its longest prefix shared with ``ids``, keeping at least the
+        last id of ``ids`` to be run (its logits are needed). Returns the kept length."""
+        cached = self._tokens[self._check(slot)]
+        n = 0
+        limit = min(len(cached), len(ids) - 1)
+        while n < limit and cached[n] == ids[n]:
+            n += 1
+        return n if self.truncate(slot, n) else 0
+
+    # -- used by the forward pass ------------------------------------------------------------
+    def begin(self, slot: int, ids: list[int]) -> np.ndarray:
+        """Reserve positions for ``ids`` appended to ``slot``; returns their positions."""
+        start = self.length(slot)
+        if start + len(ids) > self.max_len:
+            raise CacheFullError(
+                f"KVCache: slot {slot} would hold {start + len(ids)} positions, more than "
+                f"max_len={self.max_len}"
+            )
+        pos = np.arange(start, start + len(ids), dtype=np.int64)
+        for kind, cells in enumerate(self.cells):
+            self.positions[kind][slot, pos % cells] = pos
+        self._tokens[slot].extend(int(i) for i in ids)
+        return pos
+
+    def write(self, layer: int, slot: int, pos: np.ndarray, k: np.ndarray, v: np.ndarray):
+        """Store k (head_kv, n, head_dim) and v for positions ``pos`` of ``slot``; returns the
+        keys, values (head_kv, cells, d) to attend to and the cells' positions."""
+        kind = self.kinds[layer]
+        cells = self.cells[kind]
+        idx = pos % cells
+        if kind == GLOBAL and len(idx) and idx[0] + len(idx) - 1 == idx[-1]:
+            self.k[layer][slot, :, idx[0] : idx[-1] + 1] = k
+            self.v[layer][slot, :, idx[0] : idx[-1] + 1] = v
+        else:
+            self.k[layer][slot][:, idx] = k
+            self.v[layer][slot][:, idx] = v
+        if kind == GLOBAL:
+            used = int(pos[-1]) + 1
+            return (
+                self.k[layer][slot, :, :used],
+                self.v[layer][slot, :, :used],
+                self.positions[kind][slot, :used],
+            )
+        return self.k[layer][slot], self.v[layer][slot], self.positions[kind][slot]
+
+    def _check(self, slot: int) -> int:
+        if not 0 <= slot < self.n_slots:
+            raise IndexError(f"KVCache: slot {slot} out of range (the cache has {self.n_slots})")
+        return slot
+
+    def __repr__(self) -> str:
+        return (
+            f"KVCache({self.n_slots} slots, max_len={self.max_len}, ring={self.cells[LOCAL]}, "
+            f"{self.nbytes / 2**20:.1f} MiB)"
+        )
