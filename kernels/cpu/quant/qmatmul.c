@@ -75,7 +75,7 @@ static int get_i64(PyObject *obj, int64_t *v) {
 static void *alloc_row(const wb_qtype *t, int64_t k, wb_wrow *w) {
     int64_t nb = k / t->scale_block, ns = k / 16;
     size_t size = (size_t)(k + 16 * ns + 2 * ns + 8 * nb) + 64;
-    char *p = malloc(size);
+    char *p = calloc(1, size); /* zeroed: SIMD tails past k read zeros, never stale heap */
     if (!p) return NULL;
     w->d = (float *)p;
     w->dm = t->mins ? (float *)(p + 4 * nb) : NULL;
@@ -95,10 +95,11 @@ typedef struct {
 static int quantize_rows(const wb_qtype *t, const float *x, int64_t m, int64_t k, wb_acts *a,
                          int threads) {
     int B = t->scale_block;
-    a->q = malloc((size_t)(m * k));
-    a->d = malloc(sizeof(float) * (size_t)(m * k / B));
-    a->s = t->mins == WB_MINS_SUM ? malloc(sizeof(float) * (size_t)(m * k / 32)) : NULL;
-    a->bsum = malloc(sizeof(int16_t) * (size_t)(m * k / 16));
+    /* zeroed, with a 64-byte tail: a SIMD step past the last row's end reads zeros */
+    a->q = calloc(1, (size_t)(m * k) + 64);
+    a->d = calloc(1, sizeof(float) * (size_t)(m * k / B) + 64);
+    a->s = t->mins == WB_MINS_SUM ? calloc(1, sizeof(float) * (size_t)(m * k / 32) + 64) : NULL;
+    a->bsum = calloc(1, sizeof(int16_t) * (size_t)(m * k / 16) + 64);
     if (!a->q || !a->d || !a->bsum || (t->mins == WB_MINS_SUM && !a->s)) return -1;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t r = 0; r < m; r++) {
