@@ -154,11 +154,10 @@ def test_qmatmul_routes(fake):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_REASON}")
-@pytest.mark.parametrize("name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q2_K", "F16"])
+@pytest.mark.parametrize("name", ["Q4_0", "Q8_0", "Q4_K", "Q6_K"])
 @pytest.mark.parametrize("batch", [1, 5])
 def test_qmatmul_layer_on_cuda_matches_cpu(name, batch):
-    """``QMatMul`` on a cuda input agrees with the CPU path (Q2_K and F16 have no CUDA
-    product: they fall back to the CPU and come back on the device)."""
+    """``QMatMul`` on a cuda input agrees with the CPU path."""
     import workbench as wb
     from workbench.quantized import QMatMul, QTensor
 
@@ -171,3 +170,16 @@ def test_qmatmul_layer_on_cuda_matches_cpu(name, batch):
         got = layer(wb.tensor(x, device="cuda", dtype=dtype))
         assert got.device == wb.Device("cuda") and got.dtype is dtype
         np.testing.assert_allclose(got.to_dtype(wb.f32).numpy(), expected, rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA_OK, reason=f"no usable CUDA device: {CUDA_REASON}")
+@pytest.mark.parametrize("name", ["Q2_K", "F16"])
+def test_qmatmul_without_a_cuda_kernel_says_so(name):
+    """No silent fallback to the CPU: a block type the CUDA backend lacks raises, naming it."""
+    import workbench as wb
+    from workbench.quantized import QMatMul, QTensor
+
+    w = QTensor.quantize(np.random.default_rng(0).standard_normal((48, 512)), name)
+    with pytest.raises(wb.UnsupportedOnDevice, match=f"{name}.*cuda"):
+        QMatMul(w)(wb.tensor(np.ones((1, 512), np.float32), device="cuda"))
