@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from . import machine
+
 IMPLS = ("workbench", "numpy", "torch")
 
 
@@ -223,7 +225,7 @@ def environment(threads: dict) -> dict:
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "processor": _cpu_name(),
+        "processor": machine.cpu_model(),
         "cpu_count": os.cpu_count(),
         "numpy": np.__version__,
         "torch": torch.__version__,
@@ -231,17 +233,6 @@ def environment(threads: dict) -> dict:
         **threads,
         "env": {name: os.environ.get(name) for name in ENV_VARS},
     }
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # -- report --------------------------------------------------------------------------------

@@ -193,10 +193,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print(report: dict, levels: list[int], skipped: dict, args, gguf: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from benchmarks._harness import _cpu_name
+    from benchmarks.machine import cpu_model
 
     print(f"serving {os.path.basename(gguf)}, {args.threads} thread(s), {args.requests} "
-          f"requests/client of {args.max_tokens} tokens, CPU: {_cpu_name()}")  # fmt: skip
+          f"requests/client of {args.max_tokens} tokens, CPU: {cpu_model()}")  # fmt: skip
     head = f"{'server':<10} {'clients':>7} {'tok/s':>9} {'ttft p50':>9} {'ttft p99':>9} " \
            f"{'lat p50':>9} {'lat p99':>9}"  # fmt: skip
     print(head + "  failed")
