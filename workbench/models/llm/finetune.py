@@ -40,6 +40,7 @@ from ...ops.fused import log_softmax
 from ...ops.indexing import gather
 from ...optim import AdamW, clip_grad_norm_
 from ...optim.lr_scheduler import LambdaLR
+from ...quantized.convert_hf import _permute
 from ...tensor import Tensor
 from .llm import LLM
 from .llm import load as load_llm
@@ -88,10 +89,7 @@ class _LlamaRows:
 
     def from_file(self, module: str, attr: str, array: np.ndarray) -> np.ndarray:
         heads = self._heads(module, attr)
-        if heads is None:
-            return array
-        rows = array.shape[0]
-        return array.reshape(heads, 2, rows // heads // 2, -1).swapaxes(1, 2).reshape(array.shape)
+        return array if heads is None else _permute(array, heads)  # the converter's row order
 
     def to_file(self, module: str, attr: str, array: np.ndarray) -> np.ndarray:
         heads = self._heads(module, attr)
