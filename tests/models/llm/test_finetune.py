@@ -164,3 +164,21 @@ def _node_names(t) -> set[str]:
         names.add(node.name)
         stack.extend(i for i in node.inputs if i is not None)
     return names
+
+
+def test_cli_applies_an_adapter(tiny, tmp_path, capsys):
+    from workbench.models.llm.__main__ import main
+
+    theirs, _ = _pair(tiny, "llama", ["q_proj", "down_proj"], tmp_path / "a")
+    _, path = tiny("llama")
+    lm = llm.load(path)
+    prompt = lm.tokenizer.encode("Hello there")
+    with torch.no_grad():
+        out = theirs.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False)
+    expected = lm.tokenizer.decode(out[0, len(prompt) :].tolist())
+    assert expected != lm.generate(prompt, 6)  # the adapter changes the continuation
+    argv = ["--gguf", str(path), "--prompt", "Hello there", "-n", "6"]
+    assert main([*argv, "--adapter", str(tmp_path / "a")]) == 0
+    assert capsys.readouterr().out.rstrip("\n") == expected
+    assert main([*argv, "--adapter", str(tmp_path / "missing")]) == 1
+    assert "missing" in capsys.readouterr().err

@@ -4,13 +4,21 @@
 
     python -m workbench.models.llm --gguf qwen3-Q8_0.gguf --prompt "The capital of France is"
     python -m workbench.models.llm --gguf qwen3-Q8_0.gguf            # chat; empty line quits
+    python -m workbench.models.llm --gguf qwen3-Q8_0.gguf --adapter adapter/   # a LoRA adapter
+
+An adapter (peft's layout, from ``finetune.save_adapter`` or peft) is folded into the weights
+it targets, W' = W + s · B A re-encoded in W's own type, in a temporary GGUF that lives as
+long as the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from ...errors import WorkbenchError
 from .llm import LLM, load
@@ -21,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m workbench.models.llm", description="Run a GGUF language model."
     )
     p.add_argument("--gguf", required=True, help="the model file")
+    p.add_argument("--adapter", help="a LoRA adapter folder (peft layout) to apply")
     p.add_argument("--prompt", help="complete this text and exit (default: interactive chat)")
     p.add_argument("--system", help="system message for the chat")
     p.add_argument("-n", "--max-new-tokens", type=int, default=256)
@@ -50,13 +59,30 @@ def _print_stream(pieces, model: LLM) -> str:
     return "".join(out)
 
 
+def _load(args: argparse.Namespace, scratch: contextlib.ExitStack) -> LLM:
+    if args.adapter is None:
+        return load(args.gguf, max_len=args.max_len)
+    from . import finetune
+
+    folder = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="wb-adapter-")))
+    model = finetune.load(args.gguf, adapter=args.adapter)
+    merged = finetune.merge_to_gguf(model, args.gguf, folder / "merged.gguf")
+    print(f"adapter {args.adapter} merged into {args.gguf}", file=sys.stderr)
+    return load(merged, max_len=args.max_len)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        model = load(args.gguf, max_len=args.max_len)
-    except (WorkbenchError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    with contextlib.ExitStack() as scratch:
+        try:
+            model = _load(args, scratch)
+        except (WorkbenchError, OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        return _run(model, args)
+
+
+def _run(model: LLM, args: argparse.Namespace) -> int:
     opts = dict(
         temperature=args.temperature,
         top_k=args.top_k,
