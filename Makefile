@@ -32,7 +32,7 @@ EXT_SOURCES := $(filter-out $(EXT)/ui-tests/% $(EXT)/scripts/%,$(wildcard $(shel
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help lab test dev lint lint-imports test-python test-notebooks test-ext chromium bench \
-	format clean distclean test-asan test-asan-fast asan-build test-numpy-path
+	format clean distclean test-asan test-asan-fast asan-build test-numpy-path test-llamacpp
 
 help:
 	@echo "make lab      start JupyterLab on notebooks/ (IP=$(IP) PORT=$(PORT), LAB_ARGS=...)"
@@ -40,6 +40,7 @@ help:
 	@echo "make dev      only create/update $(VENV) with the dev and lab extras and the extension"
 	@echo "make lint | lint-imports | test-python | test-notebooks | test-ext   parts of make test"
 	@echo "make test-numpy-path | test-asan-fast   parts of make test; make test-asan: more of it"
+	@echo "make test-llamacpp  build llama-cpp-python once, check converted GGUF files in llama.cpp"
 	@echo "make bench    install the reference packages and run the benchmarks (BENCH_ARGS=...)"
 	@echo "make format   ruff --fix and ruff format"
 	@echo "make chromium install Debian's chromium for the UI tests (root) or say how"
@@ -143,7 +144,7 @@ test-numpy-path: $(STAMP)-dev
 ASAN_DIR := build/asan
 ASAN_FAST_TESTS := tests/test_native_elementwise.py
 ASAN_TESTS := $(ASAN_FAST_TESTS) tests/test_ops_elementwise.py tests/test_ops_reduce.py \
-	tests/test_fused.py
+	tests/test_fused.py tests/test_native_attention.py tests/test_native_reduce.py tests/quantized/test_qdot.py
 ASAN_RUN = LD_PRELOAD=$$($${CC:-gcc} -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 WORKBENCH_NATIVE_DIR=$(ASAN_DIR)/workbench/backends/cpu \
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -192,6 +193,22 @@ chromium:
 		echo "The JupyterLab extension's UI tests need /usr/bin/chromium."; \
 		echo "Install Debian's package as root: apt-get update && apt-get install -y chromium"; \
 	fi
+
+# The converter's GGUF files in llama.cpp (not in make test: llama-cpp-python compiles
+# llama.cpp from source, minutes). The wheel is built once into $(LLAMACPP_WHEELS), with
+# portable AVX2 flags (llama.cpp's native build crashed on an AVX-512/AMX Xeon).
+LLAMACPP_VERSION := 0.3.36
+LLAMACPP_WHEELS := build/wheels
+LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMACPP_WHEEL = $(wildcard $(LLAMACPP_WHEELS)/llama_cpp_python-$(LLAMACPP_VERSION)-*.whl)
+test-llamacpp: $(STAMP)-dev
+	@if [ -z "$(LLAMACPP_WHEEL)" ]; then \
+		echo "building llama-cpp-python $(LLAMACPP_VERSION) into $(LLAMACPP_WHEELS)"; \
+		CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" MAKEFLAGS=-j$$(nproc) $(PY) -m pip wheel --no-deps \
+			-c constraints.txt llama-cpp-python==$(LLAMACPP_VERSION) -w $(LLAMACPP_WHEELS); \
+	fi
+	$(PIP_INSTALL) $(LLAMACPP_WHEELS)/llama_cpp_python-$(LLAMACPP_VERSION)-*.whl
+	$(PY) -m pytest -q -p no:cacheprovider tests/models/llm/test_llamacpp_compat.py $(PYTEST_ARGS)
 
 # --- the rest ------------------------------------------------------------------------------
 

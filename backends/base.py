@@ -365,6 +365,26 @@ class FusedStorage(Protocol):
     ) -> tuple[CoreStorage, CoreStorage]:
         """softmax(q kᵀ · scale + mask) v: (out (*B, L, Ev), probabilities (*B, L, S))."""
 
+    def mean(self, layout: LayoutLike, dims: tuple[int, ...], keepdim: bool) -> CoreStorage:
+        """Σ x / N over ``dims``, accumulated past the storage dtype (f32 for f16/bf16)."""
+
+    def var(
+        self, layout: LayoutLike, dims: tuple[int, ...], keepdim: bool, correction: float
+    ) -> CoreStorage:
+        """Σ (x - x̄)² / (N - correction) over ``dims``."""
+
+    def std(
+        self, layout: LayoutLike, dims: tuple[int, ...], keepdim: bool, correction: float
+    ) -> CoreStorage: ...
+
+    def logsumexp(self, layout: LayoutLike, dims: tuple[int, ...], keepdim: bool) -> CoreStorage:
+        """m + log Σ exp(x - m), m = max over ``dims`` (0 where infinite)."""
+
+    def norm(
+        self, layout: LayoutLike, p: float, dims: tuple[int, ...], keepdim: bool
+    ) -> CoreStorage:
+        """(Σ |x|ᵖ)^(1/p) over ``dims``, p > 0; p = ±inf: max/min |x|."""
+
     def qmatmul(
         self, layout: LayoutLike, raw: CoreStorage, type_name: str, n: int, k: int
     ) -> CoreStorage:

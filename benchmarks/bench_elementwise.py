@@ -1,7 +1,8 @@
 """Elementwise ops on 4M values: memory bandwidth and the per-element kernels, in f32 and in the
 half types (computed in f32 registers, rounded once; numpy has no bf16 kernels: torch only).
 ``WORKBENCH_NATIVE=0 python -m benchmarks`` times workbench's numpy path (before the native
-kernels)."""
+kernels). Also reductions (sum, max, var, logsumexp) of a 4096 x 4096 f32 matrix along each dim
+and casts of 4M f32 values to f16 and bf16."""
 
 from __future__ import annotations
 
@@ -67,3 +68,61 @@ WORKLOADS = [
     for dt in DTYPES
     for op in OPS
 ]  # fmt: skip
+
+
+# -- reductions over a 4096 x 4096 f32 matrix, along each dim (dim 0: columns, strided reads;
+# dim 1: contiguous rows), and casts of 4M f32 values to the half types
+SIDE = 4096
+
+
+def _logsumexp_numpy(x, dim):
+    m = x.max(axis=dim, keepdims=True)
+    return np.log(np.exp(x - m).sum(axis=dim)) + m.squeeze(dim)
+
+
+# name -> (workbench, numpy, torch), each a function of (operand, dim)
+REDUCTIONS = {
+    "sum": (lambda a, d: a.sum(d), lambda x, d: x.sum(axis=d), lambda t, d: t.sum(d)),
+    "max": (lambda a, d: a.amax(d), lambda x, d: x.max(axis=d), lambda t, d: t.amax(d)),
+    "var": (lambda a, d: a.var(d), lambda x, d: x.var(axis=d, ddof=1), lambda t, d: t.var(d)),
+    "logsumexp": (lambda a, d: a.logsumexp(d), _logsumexp_numpy, lambda t, d: t.logsumexp(d)),
+}  # fmt: skip
+
+
+def _reduction(op: str, dim: int):
+    def make():
+        x = np.random.default_rng(0).standard_normal((SIDE, SIDE), dtype=np.float32)
+        a, t = wb.tensor(x), torch.from_numpy(x)
+        ours, theirs, peer = REDUCTIONS[op]
+        return {
+            "workbench": lambda: ours(a, dim),
+            "numpy": lambda: theirs(x, dim),
+            "torch": lambda: peer(t, dim),
+        }
+
+    return make
+
+
+def _cast(dtype: str):
+    def make():
+        np_dt, wb_dt, torch_dt = DTYPES[dtype]
+        x = np.random.default_rng(0).standard_normal(N, dtype=np.float32)
+        a, t = wb.tensor(x), torch.from_numpy(x)
+        return {
+            "workbench": lambda: a.to_dtype(wb_dt),
+            "numpy": lambda: x.astype(np_dt),
+            "torch": lambda: t.to(torch_dt),
+        }
+
+    return make
+
+
+WORKLOADS += [
+    Workload(f"reduce/{op}_4096x4096_dim{dim}", _reduction(op, dim), target=1.0, tolerance=1e-3)
+    for op in REDUCTIONS
+    for dim in (0, 1)
+]  # fmt: skip
+WORKLOADS += [
+    Workload(f"cast/f32_to_{dt}_4M", _cast(dt), target=1.0, tolerance=1e-2)
+    for dt in ("f16", "bf16")
+]

@@ -1,4 +1,5 @@
-"""Neural-network kernels: conv2d 3×3, softmax and layer_norm over the last dim."""
+"""Neural-network kernels: conv2d 3×3, softmax and the norms, rotary embeddings and
+scaled dot-product attention (forward)."""
 
 from __future__ import annotations
 
@@ -93,15 +94,63 @@ def _rms_norm():
     }
 
 
-def _group_norm():
-    _need("group_norm")
-    x = np.random.default_rng(0).standard_normal((1, 4096, 64, 64), dtype=np.float32)
-    a, tx = wb.tensor(x), torch.from_numpy(x.copy())
+def _group_norm(shape: tuple[int, ...]):
+    def make():
+        _need("group_norm")
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal(shape, dtype=np.float32)
+        w, b = rng.standard_normal((2, shape[1]), dtype=np.float32)
+        a, wa, ba = wb.tensor(x), wb.tensor(w), wb.tensor(b)
+        tx, tw, tb = (torch.from_numpy(v.copy()) for v in (x, w, b))
+        return {
+            "workbench": lambda: wb.group_norm(a, 32, wa, ba),
+            "numpy": None,
+            "torch": lambda: F.group_norm(tx, 32, tw, tb),
+        }
+
+    return make
+
+
+def _rope_torch(x, cos, sin):
+    """Half-split (GPT-NeoX / Llama) rotation from torch ops, as transformers writes it."""
+    h = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., h:], x[..., :h]), -1)
+    return x * torch.cat((cos, cos), -1) + rotated * torch.cat((sin, sin), -1)
+
+
+def _rope():
+    _need("rope")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 32, 2048, 128), dtype=np.float32)
+    theta = rng.uniform(-np.pi, np.pi, (2048, 64)).astype(np.float32)
+    cos, sin = np.cos(theta), np.sin(theta)
+    a, ca, sa = wb.tensor(x), wb.tensor(cos), wb.tensor(sin)
+    tx, tc, ts = (torch.from_numpy(v.copy()) for v in (x, cos, sin))
     return {
-        "workbench": lambda: wb.group_norm(a, 32),
+        "workbench": lambda: wb.rope(a, ca, sa),
         "numpy": None,
-        "torch": lambda: F.group_norm(tx, 32),
+        "torch": lambda: _rope_torch(tx, tc, ts),
     }
+
+
+def _attention(shape: tuple[int, ...], causal: bool, masked: bool):
+    """q, k, v of ``shape`` (B, H, L, E); a random boolean (L, L) mask when ``masked``."""
+
+    def make():
+        _need("scaled_dot_product_attention")
+        rng = np.random.default_rng(0)
+        q, k, v = rng.standard_normal((3, *shape), dtype=np.float32)
+        mask = rng.uniform(size=(shape[-2], shape[-2])) > 0.2
+        a = [wb.tensor(t) for t in (q, k, v)]
+        t = [torch.from_numpy(x.copy()) for x in (q, k, v)]
+        am, tm = (wb.tensor(mask), torch.from_numpy(mask)) if masked else (None, None)
+        return {
+            "workbench": lambda: wb.scaled_dot_product_attention(*a, am, is_causal=causal),
+            "numpy": None,
+            "torch": lambda: F.scaled_dot_product_attention(*t, tm, is_causal=causal),
+        }
+
+    return make
 
 
 WORKLOADS = [
@@ -115,5 +164,31 @@ WORKLOADS = [
     Workload("softmax/4096x4096", _softmax, target=1.0),
     Workload("layer_norm/4096x4096", _layer_norm, target=1.0),
     Workload("rms_norm/4096x4096", _rms_norm, target=1.0),
-    Workload("group_norm/1x4096x64x64_g32", _group_norm, target=1.0, tolerance=1e-2),
+    Workload(
+        "group_norm/1x4096x64x64_g32", _group_norm((1, 4096, 64, 64)), target=1.0, tolerance=1e-2
+    ),  # fmt: skip
+    # SDXL's UNet at 1024 px: 320 channels at 128², 640 at 64², 1280 at 32²
+    Workload(
+        "group_norm/1x320x128x128_g32", _group_norm((1, 320, 128, 128)), target=1.0, tolerance=1e-2
+    ),  # fmt: skip
+    Workload(
+        "group_norm/1x640x64x64_g32", _group_norm((1, 640, 64, 64)), target=1.0, tolerance=1e-2
+    ),  # fmt: skip
+    Workload(
+        "group_norm/1x1280x32x32_g32", _group_norm((1, 1280, 32, 32)), target=1.0, tolerance=1e-2
+    ),  # fmt: skip
+    Workload("rope/1x32x2048x128", _rope, target=1.0, note="half-split, (T, D/2) tables"),
+    Workload(
+        "sdpa/1x8x4096x64_causal",
+        _attention((1, 8, 4096, 64), True, False),
+        target=1.0,
+        tolerance=1e-3,
+    ),  # fmt: skip
+    Workload(
+        "sdpa/2x10x1024x64_mask",
+        _attention((2, 10, 1024, 64), False, True),
+        target=1.0,
+        tolerance=1e-3,
+        note="boolean (L, S) mask",
+    ),  # fmt: skip
 ]

@@ -10,6 +10,7 @@ the compute dtype (f32 for f16/bf16, else the input dtype).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -22,6 +23,8 @@ _BLOCK = 1 << 16
 # The native row kernels (kernels/cpu/core/rows.c) compute these dtypes (numpy type characters
 # of f32, f16 and bf16) in f32; f64 takes the numpy path.
 _NATIVE_ROWS = "feE" if NATIVE is not None else ""
+# group_norm, rope (rows.c) and attention (attention.c) also run f64, in f64.
+_NATIVE_FLOAT = "fdeE" if NATIVE is not None else ""
 
 
 def _native_rows(a) -> bool:
@@ -202,8 +205,7 @@ class FusedOps:
             _native_rows(self.array)
             and len(shape) > 0
             and math.prod(shape) > 0
-            and (weight is None or _native_rows(weight.array))
-            and (bias is None or _native_rows(bias.array))
+            and _same_dtype(self, weight, bias)
         )
 
     def _native_normalize(self, layout, eps, center, weight, weight_layout, bias=None,
@@ -214,9 +216,7 @@ class FusedOps:
         lead = layout.shape[:-1]
         mean = np.empty(lead, F32) if center else None
         rstd = np.empty(lead, F32)
-        w = (None, 0, ()) if weight is None else (weight.array, weight_layout.offset,
-                                                  weight_layout.strides)  # fmt: skip
-        b = (None, 0, ()) if bias is None else (bias.array, bias_layout.offset, bias_layout.strides)
+        w, b = _operand_args(weight, weight_layout), _operand_args(bias, bias_layout)
         NATIVE.norm(self.array, layout.offset, layout.shape, layout.strides, *w, *b, eps, out,
                     mean, rstd)  # fmt: skip
         wrap = type(self)
@@ -260,6 +260,9 @@ class FusedOps:
                    eps: float):  # fmt: skip
         """GroupNorm of x (N, C, S): statistics over each group of C/G channels and all of S,
         then a per-channel affine. Returns (out (N, C, S), mean (N, G), rstd (N, G))."""
+        if _native_float(self, weight, bias) and math.prod(layout.shape) > 0:
+            return self._native_group_norm(layout, num_groups, weight, weight_layout, bias,
+                                           bias_layout, eps)  # fmt: skip
         x = view(self.array, layout)
         n, c, s = x.shape
         g = num_groups
@@ -292,6 +295,19 @@ class FusedOps:
                     target[...] = ob
         return type(self)(out), type(self)(mean), type(self)(rstd)
 
+    def _native_group_norm(self, layout, num_groups, weight, weight_layout, bias, bias_layout,
+                           eps):  # fmt: skip
+        n = layout.shape[0]
+        cdt = _compute_dtype(self.array.dtype)
+        out = np.empty(layout.shape, self.array.dtype)
+        mean = np.empty((n, num_groups), cdt)
+        rstd = np.empty((n, num_groups), cdt)
+        NATIVE.group_norm(self.array, layout.offset, layout.shape, layout.strides, num_groups,
+                          *_operand_args(weight, weight_layout), *_operand_args(bias, bias_layout),
+                          eps, out, mean, rstd)  # fmt: skip
+        wrap = type(self)
+        return wrap(out), wrap(mean), wrap(rstd)
+
     # -- rotary embeddings --------------------------------------------------------------
     def rope(self, layout, cos, cos_layout, sin, sin_layout, interleaved: bool):
         """Rotate pairs of x (..., T, D) by angles with cos/sin (..., T, D/2) (broadcast).
@@ -299,6 +315,12 @@ class FusedOps:
         Pairs are (x[i], x[i + D/2]) (half split, GPT-NeoX/Llama) or (x[2i], x[2i+1])
         (interleaved, GPT-J): out = (x1 cos − x2 sin, x2 cos + x1 sin).
         """
+        if _native_float(self, cos, sin):
+            out = np.empty(layout.shape, self.array.dtype)
+            NATIVE.rope(self.array, layout.offset, layout.shape, layout.strides, cos.array,
+                        cos_layout.offset, cos_layout.strides, sin.array, sin_layout.offset,
+                        sin_layout.strides, bool(interleaved), out)  # fmt: skip
+            return type(self)(out)
         x = view(self.array, layout)
         dtype = x.dtype
         cdt = _compute_dtype(dtype)
@@ -328,8 +350,27 @@ class FusedOps:
         Batch dims are already broadcast to one shape ``*B``; ``mask`` (or None) is bool
         (True = keep) or float (added), broadcast to (*B, L, S). ``is_causal`` keeps j ≤ i
         (top-left aligned). Rows with every score masked give zeros (as PyTorch).
-        Returns (out (*B, L, Ev), probabilities (*B, L, S) in the compute dtype).
+        Returns (out (*B, L, Ev), probabilities (*B, L, S) in the compute dtype). The native
+        kernel never forms the (L, S) scores: the probabilities are computed only if
+        something reads them (the backward pass).
         """
+        args = (q_layout, k, k_layout, v, v_layout, mask, mask_layout, is_causal, scale)
+        if not _native_attention(self, k, v, mask):
+            out, probs = self._attention_numpy(*args)
+            return type(self)(out), type(self)(probs)
+        dtype = self.array.dtype
+        out = np.empty((*q_layout.shape[:-1], v_layout.shape[-1]), dtype)
+        m = _operand_args(mask, mask_layout)
+        NATIVE.attention(self.array, q_layout.offset, q_layout.shape, q_layout.strides,
+                         k.array, k_layout.offset, k_layout.shape, k_layout.strides,
+                         v.array, v_layout.offset, v_layout.shape, v_layout.strides,
+                         *m, bool(is_causal), float(scale), out)  # fmt: skip
+        probs = _deferred_class(type(self))(lambda: self._attention_numpy(*args)[1])
+        return type(self)(out), probs
+
+    def _attention_numpy(self, q_layout, k, k_layout, v, v_layout, mask, mask_layout,
+                         is_causal, scale):  # fmt: skip
+        """(out, probabilities) as C-contiguous arrays, by matmul - softmax - matmul."""
         q = _compact(view(self.array, q_layout))
         dtype = q.dtype
         cdt = _compute_dtype(dtype)
@@ -360,5 +401,55 @@ class FusedOps:
             out = np.broadcast_to(out, out_shape)
         if scores.shape != (*batch, length, source):
             scores = np.broadcast_to(scores, (*batch, length, source))
-        out = np.ascontiguousarray(out, dtype=dtype)
-        return type(self)(out), type(self)(np.ascontiguousarray(scores))
+        return np.ascontiguousarray(out, dtype=dtype), np.ascontiguousarray(scores)
+
+
+def _native_float(x, *others) -> bool:
+    """x's array is of a dtype the native group_norm / rope / attention kernels take, and the
+    other storages (None or not) share it."""
+    a = x.array
+    return type(a) is np.ndarray and a.dtype.char in _NATIVE_FLOAT and _same_dtype(x, *others)
+
+
+def _same_dtype(x, *others) -> bool:
+    """Every storage of ``others`` is None or has x's dtype."""
+    dtype = x.array.dtype
+    return all(o is None or o.array.dtype is dtype for o in others)
+
+
+def _operand_args(storage, layout) -> tuple:
+    """(array, offset, strides) of an optional operand, as the native kernels take it."""
+    return (None, 0, ()) if storage is None else (storage.array, layout.offset, layout.strides)
+
+
+def _native_attention(q, k, v, mask) -> bool:
+    """The native kernel takes q, k, v of one float dtype and a bool or same-dtype mask."""
+    return _native_float(q, k, v) and (
+        mask is None or mask.array.dtype in (np.bool_, q.array.dtype)
+    )
+
+
+@functools.cache
+def _deferred_class(storage_type: type) -> type:
+    """A ``storage_type`` whose array is computed on first access (attention probabilities are
+    (*B, L, S), and only the backward pass reads them). Until then the array slot holds the
+    function that computes it; on first access the object becomes a plain ``storage_type``."""
+    slot = storage_type.array  # the base class's slot, shadowed by the property below
+
+    class Deferred(storage_type):
+        __slots__ = ()  # the same layout as storage_type, so __class__ can be switched back
+
+        def __init__(self, compute) -> None:
+            slot.__set__(self, compute)
+            self.version = 0
+            self._owned_bytes = 0
+
+        @property
+        def array(self) -> np.ndarray:
+            array = slot.__get__(self)()
+            self.__class__ = storage_type
+            storage_type.__init__(self, array)  # counted as owned from now on
+            return array
+
+    Deferred.__name__ = Deferred.__qualname__ = f"Deferred{storage_type.__name__}"
+    return Deferred

@@ -3,8 +3,11 @@ weight ``W (N, K)`` held as raw GGUF blocks in a ``u8`` storage (row-major, as i
 
 Native path (the compiled ``qmatmul``, every block type in ``NATIVE_TYPES``): ``x`` is
 quantized once per call as ggml does (Q8_1 for Q4_1/Q5_1, Q8_K for the 256-element types,
-Q8_0 for the rest), then each thread decodes its weight rows to int8 levels and takes
-integer dot products with every activation row (several rows per loaded weight chunk).
+Q8_0 for the rest), then the threads share the weight rows. Up to 4 rows of ``x`` (token by
+token generation), each weight block is unpacked in SIMD registers and meets every activation
+row at once, so the weights stream from memory once and are never stored (AVX2 / AVX-512;
+every block type but Q8_K); otherwise each thread decodes its weight rows to int8 levels and
+takes integer dot products with every activation row (several rows per loaded weight chunk).
 
 numpy path (``WORKBENCH_NATIVE=0``, no extension, the F16/BF16 weight types): ``W`` is
 decoded a tile of rows at a time into one reused f32 buffer, each tile through BLAS::
@@ -26,9 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOnDevice
-from . import ggml
+from ..lazy import lazy_module
 from ._arrays import F32, is_half, view
 from .native import NATIVE
+
+ggml = lazy_module(f"{__package__}.ggml")  # the block-type codecs, at the first quantized op
 
 NATIVE_TYPES = frozenset(("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
                           "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS"))  # fmt: skip

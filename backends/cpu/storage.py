@@ -15,9 +15,13 @@ from .fused import FusedOps
 from .indexing import IndexingOps
 from .matmul import MatmulOps
 from .memory import COUNTERS as _COUNTERS
+from .native import NATIVE
 from .pool import PoolOps
 from .quantized import QuantizedOps
 from .reduce import ReduceOps
+
+# kernels/cpu/core/cast.c (None on the numpy path, or in an extension built before it existed)
+_NATIVE_CAST = getattr(NATIVE, "cast", None)
 
 
 def _allocation_error(shape: tuple[int, ...], dtype: str, err: Exception) -> Exception:
@@ -109,7 +113,15 @@ class CpuStorage(
 
     # -- copies ------------------------------------------------------------------------
     def cast(self, layout, dtype: str) -> CpuStorage:
-        return CpuStorage(view(self.array, layout).astype(NUMPY_BY_NAME[dtype], order="C"))
+        """A contiguous copy in ``dtype``, rounded as numpy's ``astype`` (native where built:
+        strided input read in place, one pass)."""
+        out = NUMPY_BY_NAME[dtype]
+        a = self.array
+        if _NATIVE_CAST is not None and type(a) is np.ndarray:
+            r = np.empty(layout.shape, out)
+            _NATIVE_CAST(a, layout.offset, layout.shape, layout.strides, r)
+            return CpuStorage(r)
+        return CpuStorage(view(a, layout).astype(out, order="C"))
 
     def copy_strided(self, src_layout, dst: CpuStorage, dst_layout) -> None:
         """``dst[dst_layout] = self[src_layout]`` (shapes equal or broadcastable)."""

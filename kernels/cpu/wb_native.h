@@ -8,11 +8,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* WB_TEAM(t, nt): inside a parallel region, this thread's index t and the team's size nt
+ * (0 and 1 without OpenMP). */
 #ifdef _OPENMP
 #include <omp.h>
 #define WB_HAS_OPENMP 1
+#define WB_TEAM(t, nt) int t = omp_get_thread_num(), nt = omp_get_num_threads()
 #else
 #define WB_HAS_OPENMP 0
+#define WB_TEAM(t, nt) int t = 0, nt = 1
 #endif
 
 #if defined(__AVX2__)

@@ -42,20 +42,19 @@ PAIRS_WITH_Q8_1 = ("Q4_1", "Q5_1")
 
 
 def native_variants() -> list:
-    """Every compiled ``_native_<variant>`` module this CPU can run (each one is tested)."""
-    import importlib
-
+    """Every compiled ``_native_<variant>`` module this CPU can run (each one is tested),
+    from ``WORKBENCH_NATIVE_DIR`` when that is set (as the backend loads them)."""
     from workbench.backends.cpu import native
 
     try:
-        features = set(importlib.import_module("workbench.backends.cpu._cpuid").features())
+        features = set(native._import("_cpuid").features())
     except ImportError:
         return []
     found = []
     for variant, needs in native._candidates():
         if needs <= features:
             try:
-                found.append(importlib.import_module(f"workbench.backends.cpu._native_{variant}"))
+                found.append(native._import(f"_native_{variant}"))
             except ImportError:
                 pass
     return found

@@ -2,6 +2,8 @@
 
 - ``dequantize`` equals gguf-py's decoder bit for bit, on random blocks (every bit pattern
   of the levels and scales, finite f16 scales).
+- ``qmatmul`` runs two ways: up to 4 activation rows straight from the raw blocks (where the
+  ISA has that kernel), more after decoding each weight row; the batches below take both.
 - ``qmatmul`` with activations that Q8_0/Q8_K represent exactly (integers in [-127, 127]
   with 127 in every block, so d = 1 and the levels are x itself) equals the float64 product
   with gguf-py's decoded weight up to f32 rounding: no activation quantization is involved.
@@ -61,7 +63,7 @@ def test_dequantize_matches_gguf_py_exactly(native, name):
 
 
 @pytest.mark.parametrize("name", NATIVE_TYPES)
-@pytest.mark.parametrize("batch", [1, 2, 7, 64])
+@pytest.mark.parametrize("batch", [1, 2, 3, 4, 7, 64])
 @pytest.mark.parametrize("odd", [False, True])  # an odd number of blocks (32 or 256)
 def test_exact_activations_match_float64(native, name, batch, odd):
     rng = np.random.default_rng(1)
@@ -77,7 +79,7 @@ def test_exact_activations_match_float64(native, name, batch, odd):
 
 
 @pytest.mark.parametrize("name", NATIVE_TYPES)
-@pytest.mark.parametrize("batch", [1, 2, 7, 64])
+@pytest.mark.parametrize("batch", [1, 4, 7, 64])
 def test_within_activation_quantization_bound(native, name, batch):
     rng = np.random.default_rng(2)
     n, k = 33, 768 + (32 if ggml.BY_NAME[name].block_size == 32 else 0)  # odd blocks of 32
@@ -95,16 +97,18 @@ def test_within_activation_quantization_bound(native, name, batch):
     assert 1e-4 < rel < 0.02  # and above zero: x really was quantized
 
 
-def test_threads_agree(native):
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_K"])
+@pytest.mark.parametrize("batch", [1, 5])  # from the raw blocks / decoded rows
+def test_threads_agree(native, name, batch):
     rng = np.random.default_rng(3)
     n, k = 301, 1024
-    raw, _ = _weights("Q4_K", n, k, rng)
-    x = rng.standard_normal((5, k)).astype(np.float32)
+    raw, _ = _weights(name, n, k, rng)
+    x = rng.standard_normal((batch, k)).astype(np.float32)
     native.set_num_threads(1)
-    one = _qmatmul(native, raw, "Q4_K", n, k, x)
+    one = _qmatmul(native, raw, name, n, k, x)
     native.set_num_threads(2)
     try:
-        two = _qmatmul(native, raw, "Q4_K", n, k, x)
+        two = _qmatmul(native, raw, name, n, k, x)
     finally:
         native.set_num_threads(1)
     np.testing.assert_array_equal(one, two)
@@ -143,6 +147,15 @@ def test_non_finite_activations_give_nan(native):
     x[0, 5] = np.nan
     x[1, 40] = np.inf
     assert np.isnan(_qmatmul(native, raw, "Q4_0", 4, 64, x)).all()
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q6_K"])
+def test_empty_batch(native, name):
+    rng = np.random.default_rng(8)
+    k = ggml.BY_NAME[name].block_size
+    raw, _ = _weights(name, 4, k, rng)
+    out = np.zeros((0, 4), np.float32)
+    native.qmatmul(raw, IDS[name], 4, k, np.zeros((0, k), np.float32), out)  # no rows, no reads
 
 
 def test_bad_input_raises(native):

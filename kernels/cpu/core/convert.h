@@ -61,6 +61,22 @@ static inline void wb_store_f32(int dt, char *base, Py_ssize_t off, const float 
     for (; i < n; i++) p[i] = wb_f32_to_f16(src[i]);
 }
 
+/* Contiguous f32 ``src`` into elements [off, off + n) of ``base`` of dtype ``dt`` (f32, f16 or
+ * bf16). */
+static inline void wb_store_line_f32(int dt, char *base, Py_ssize_t off, const float *restrict src,
+                                     Py_ssize_t n) {
+    if (dt == WB_F32) memcpy((float *)base + off, src, sizeof(float) * (size_t)n);
+    else wb_store_f32(dt, base, off, src, n);
+}
+
+/* Contiguous f64 ``src`` into elements [off, off + n) of the f64 ``base`` (``dt`` is WB_F64;
+ * the same signature as wb_store_line_f32 for kernels written once per compute type). */
+static inline void wb_store_line_f64(int dt, char *base, Py_ssize_t off, const double *restrict src,
+                                     Py_ssize_t n) {
+    (void)dt;
+    memcpy((double *)base + off, src, sizeof(double) * (size_t)n);
+}
+
 /* The same for f64 (the compute type of f64 ops): a pointer into ``base`` or ``buf``. */
 static inline const double *wb_load_f64(const char *base, Py_ssize_t off, Py_ssize_t stride,
                                         Py_ssize_t n, double *restrict buf) {

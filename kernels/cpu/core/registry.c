@@ -7,6 +7,8 @@
 extern PyMethodDef wb_thread_methods[];
 extern PyMethodDef wb_elementwise_methods[];
 extern PyMethodDef wb_rows_methods[];
+extern PyMethodDef wb_attention_methods[];
+extern PyMethodDef wb_reduce_methods[], wb_cast_methods[];
 
 int wb_register_core(PyObject *module) {
     if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
@@ -19,5 +21,9 @@ int wb_register_core(PyObject *module) {
     if (PyModule_AddFunctions(module, wb_thread_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_elementwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_rows_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_attention_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_reduce_methods) < 0 ||
+        PyModule_AddFunctions(module, wb_cast_methods) < 0)
+        return -1;
     return 0;
 }

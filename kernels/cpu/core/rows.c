@@ -1,7 +1,8 @@
-/* Fused row ops in f32 registers (f32, f16 and bf16 storage): softmax / log_softmax along any
- * dim, layer_norm and rms_norm over the last dim. One line is read into an f32 buffer (or used
- * in place when it already is contiguous f32), reduced with 16 independent partial sums (so the
- * compiler vectorises it without reassociating a single sum), and written back once. Lines are
+/* Fused row ops: softmax / log_softmax along any dim, layer_norm and rms_norm over the last dim
+ * (f32, f16 and bf16 storage, in f32 registers), group_norm and rope (also f64, in f64). One
+ * line is read into a buffer of the compute type (or used in place when it already is
+ * contiguous), reduced with 16 independent partial sums (so the compiler vectorises it without
+ * reassociating a single sum), and written back once, rounded once for f16 / bf16. Lines are
  * spread over the threads. */
 #include "convert.h"
 #include "vmath.h"
@@ -12,17 +13,6 @@
 #define WB_LANES 16
 /* Elements above which a row op runs on several threads. */
 #define WB_ROWS_PAR (1 << 15)
-
-static float lane_sum(const float *restrict x, Py_ssize_t n) {
-    float acc[WB_LANES] = {0};
-    Py_ssize_t i = 0;
-    for (; i + WB_LANES <= n; i += WB_LANES)
-        for (int j = 0; j < WB_LANES; j++) acc[j] += x[i + j];
-    float s = 0.0f;
-    for (int j = 0; j < WB_LANES; j++) s += acc[j];
-    for (; i < n; i++) s += x[i];
-    return s;
-}
 
 static float lane_max(const float *restrict x, Py_ssize_t n) {
     float acc[WB_LANES];
@@ -39,19 +29,59 @@ static float lane_max(const float *restrict x, Py_ssize_t n) {
     return m;
 }
 
-/* Centred sum of squares sum((x - c)^2). */
-static float lane_ss(const float *restrict x, Py_ssize_t n, float c) {
-    float acc[WB_LANES] = {0};
-    Py_ssize_t i = 0;
-    for (; i + WB_LANES <= n; i += WB_LANES)
-        for (int j = 0; j < WB_LANES; j++) {
-            const float d = x[i + j] - c;
-            acc[j] += d * d;
-        }
-    float s = 0.0f;
-    for (int j = 0; j < WB_LANES; j++) s += acc[j];
-    for (; i < n; i++) s += (x[i] - c) * (x[i] - c);
-    return s;
+typedef struct {
+    const wb_operand *x, *w, *b; /* x (N, C, S); w, b: NULL or (C,) */
+    Py_ssize_t groups;
+    char *out;          /* contiguous (N, C, S), x's dtype */
+    void *mean, *rstd;  /* (N, G), the compute type */
+    double eps;
+} group_norm_ctx;
+
+typedef struct {
+    const wb_operand *x, *cos, *sin; /* x (..., D); cos, sin (..., D/2) */
+    int interleaved;                 /* pairs (2i, 2i+1), else (i, i + D/2) */
+    char *out;                       /* contiguous, x's dtype */
+} rope_ctx;
+
+#define WB_T float
+#define WB_DT WB_F32
+#define WB_SUFFIX(name) name##_f32
+#define WB_LOAD(dt, base, off, stride, n, buf) wb_load_f32(dt, base, off, stride, n, buf)
+#define WB_STORE wb_store_line_f32
+#include "rows_impl.h"
+
+#define WB_T double
+#define WB_DT WB_F64
+#define WB_SUFFIX(name) name##_f64
+#define WB_LOAD(dt, base, off, stride, n, buf) wb_load_f64(base, off, stride, n, buf)
+#define WB_STORE wb_store_line_f64
+#include "rows_impl.h"
+
+typedef void (*lines_fn)(const void *ctx, Py_ssize_t l0, Py_ssize_t l1, void *buf);
+
+/* ``fn`` over lines [0, lines), in contiguous ranges, one per thread (several when there are
+ * at least WB_ROWS_PAR elements of ``work``), each thread with its own ``buf_bytes`` buffer.
+ * Releases the GIL; returns None, or NULL with MemoryError. */
+static PyObject *run_lines(lines_fn fn, const void *ctx, Py_ssize_t lines, Py_ssize_t work,
+                           size_t buf_bytes) {
+    int threads = work >= WB_ROWS_PAR ? wb_get_num_threads() : 1;
+    threads = threads > lines ? (int)(lines > 0 ? lines : 1) : threads;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
+#endif
+    {
+        WB_TEAM(t, nt);
+        void *buf = malloc(buf_bytes ? buf_bytes : 1);
+        if (buf) fn(ctx, lines * t / nt, lines * (t + 1) / nt, buf);
+        else failed = 1;
+        free(buf);
+    }
+    Py_END_ALLOW_THREADS
+    (void)threads;
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
 }
 
 /* Line ``l`` of the lines along ``dim``: the element offsets of its first element in the input
@@ -78,7 +108,9 @@ typedef struct {
     int out_dtype;
 } softmax_ctx;
 
-static void softmax_lines(const softmax_ctx *c, Py_ssize_t l0, Py_ssize_t l1, float *buf) {
+static void softmax_lines(const void *ctx, Py_ssize_t l0, Py_ssize_t l1, void *vbuf) {
+    const softmax_ctx *c = ctx;
+    float *buf = vbuf;
     const wb_operand *x = c->x;
     const Py_ssize_t n = x->shape[c->dim], s = x->strides[c->dim];
     Py_ssize_t ostride = 1;
@@ -92,7 +124,7 @@ static void softmax_lines(const softmax_ctx *c, Py_ssize_t l0, Py_ssize_t l1, fl
         /* direct into the output when it is contiguous f32 along the line */
         float *r = (c->out_dtype == WB_F32 && ostride == 1) ? (float *)c->out + o : e;
         for (Py_ssize_t i = 0; i < n; i++) r[i] = wb_expf(v[i] - m);
-        const float sum = lane_sum(r, n);
+        const float sum = lane_sum_f32(r, n);
         if (c->log) {
             const float shift = m + wb_logf(sum);
             for (Py_ssize_t i = 0; i < n; i++) r[i] = v[i] - shift;
@@ -116,11 +148,6 @@ static void softmax_lines(const softmax_ctx *c, Py_ssize_t l0, Py_ssize_t l1, fl
 }
 
 static int is_f32ish(int dt) { return dt == WB_F32 || dt == WB_F16 || dt == WB_BF16; }
-
-static int thread_count(Py_ssize_t work, Py_ssize_t lines) {
-    int t = work >= WB_ROWS_PAR ? wb_get_num_threads() : 1;
-    return t > lines ? (int)(lines > 0 ? lines : 1) : t;
-}
 
 /* softmax(x, offset, shape, strides, dim, out, log) */
 static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -146,26 +173,7 @@ static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (numel == 0) Py_RETURN_NONE;
     const Py_ssize_t lines = numel / n;
     softmax_ctx c = {&x, (int)dim, log, out.data, out.dtype};
-    const int threads = thread_count(numel, lines);
-    int failed = 0;
-    Py_BEGIN_ALLOW_THREADS
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
-#endif
-    {
-        int t = 0, nt = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
-        float *buf = malloc(sizeof(float) * 2 * (size_t)n);
-        if (buf) softmax_lines(&c, lines * t / nt, lines * (t + 1) / nt, buf);
-        else failed = 1;
-        free(buf);
-    }
-    Py_END_ALLOW_THREADS
-    if (failed) return PyErr_NoMemory();
-    Py_RETURN_NONE;
+    return run_lines(softmax_lines, &c, lines, numel, sizeof(float) * 2 * (size_t)n);
 }
 
 typedef struct {
@@ -175,7 +183,9 @@ typedef struct {
     float eps;
 } norm_ctx;
 
-static void norm_rows(const norm_ctx *c, Py_ssize_t r0, Py_ssize_t r1, float *buf) {
+static void norm_rows(const void *ctx, Py_ssize_t r0, Py_ssize_t r1, void *vbuf) {
+    const norm_ctx *c = ctx;
+    float *buf = vbuf;
     const wb_operand *x = c->x;
     const int last = x->ndim - 1;
     const Py_ssize_t n = x->shape[last];
@@ -186,8 +196,8 @@ static void norm_rows(const norm_ctx *c, Py_ssize_t r0, Py_ssize_t r1, float *bu
         Py_ssize_t in, out;
         line_start(x, last, r, &in, &out);
         const float *v = wb_load_f32(x->dtype, x->data, in, x->strides[last], n, buf);
-        const float mean = c->mean ? lane_sum(v, n) / (float)n : 0.0f;
-        const float rstd = 1.0f / sqrtf(lane_ss(v, n, mean) / (float)n + c->eps);
+        const float mean = c->mean ? lane_sum_f32(v, n) / (float)n : 0.0f;
+        const float rstd = 1.0f / sqrtf(lane_ss_f32(v, n, mean) / (float)n + c->eps);
         if (c->mean) c->mean[r] = mean;
         c->rstd[r] = rstd;
         float *dst = x->dtype == WB_F32 ? (float *)c->out + out : o;
@@ -200,8 +210,10 @@ static void norm_rows(const norm_ctx *c, Py_ssize_t r0, Py_ssize_t r1, float *bu
     }
 }
 
-static int optional_vector(PyObject *const *args, Py_ssize_t n, wb_operand *v, const wb_operand **p,
-                           const char *what) {
+/* An optional 1-d operand of ``n`` elements and dtype ``dtype`` (args: array or None, offset,
+ * strides). */
+static int optional_vector(PyObject *const *args, Py_ssize_t n, int dtype, wb_operand *v,
+                           const wb_operand **p, const char *what) {
     *p = NULL;
     if (args[0] == Py_None) return 0;
     PyObject *shape = Py_BuildValue("(n)", n);
@@ -209,8 +221,8 @@ static int optional_vector(PyObject *const *args, Py_ssize_t n, wb_operand *v, c
     int rc = wb_operand_parse(v, args[0], args[1], shape, args[2], what);
     Py_DECREF(shape);
     if (rc < 0) return -1;
-    if (!is_f32ish(v->dtype)) {
-        PyErr_Format(PyExc_TypeError, "%s: unsupported dtype", what);
+    if (v->dtype != dtype) {
+        PyErr_Format(PyExc_TypeError, "%s: expected the input's dtype", what);
         return -1;
     }
     *p = v;
@@ -232,8 +244,8 @@ static PyObject *py_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     const Py_ssize_t n = x.shape[x.ndim - 1], rows = wb_numel(x.ndim - 1, x.shape);
     const wb_operand *wp, *bp;
-    if (optional_vector(args + 4, n, &w, &wp, "weight") < 0 ||
-        optional_vector(args + 7, n, &b, &bp, "bias") < 0)
+    if (optional_vector(args + 4, n, x.dtype, &w, &wp, "weight") < 0 ||
+        optional_vector(args + 7, n, x.dtype, &b, &bp, "bias") < 0)
         return NULL;
     double eps = PyFloat_AsDouble(args[10]);
     if (eps == -1.0 && PyErr_Occurred()) return NULL;
@@ -253,26 +265,98 @@ static PyObject *py_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     norm_ctx c = {&x, wp, bp, out.data, center ? (float *)mean.data : NULL, (float *)rstd.data,
                   (float)eps};
-    const int threads = thread_count(rows * n, rows);
-    int failed = 0;
-    Py_BEGIN_ALLOW_THREADS
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
-#endif
-    {
-        int t = 0, nt = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
-        float *buf = malloc(sizeof(float) * 4 * (size_t)n);
-        if (buf) norm_rows(&c, rows * t / nt, rows * (t + 1) / nt, buf);
-        else failed = 1;
-        free(buf);
+    return run_lines(norm_rows, &c, rows, rows * n, sizeof(float) * 4 * (size_t)n);
+}
+
+static int is_float(int dt) { return is_f32ish(dt) || dt == WB_F64; }
+
+/* group_norm(x, offset, shape, strides, groups, w, w_offset, w_strides, b, b_offset, b_strides,
+ *            eps, out, mean, rstd): x (N, C, S); mean, rstd (N, G) in the compute type. */
+static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "group_norm: expected 15 arguments, found %zd", nargs);
+        return NULL;
     }
-    Py_END_ALLOW_THREADS
-    if (failed) return PyErr_NoMemory();
-    Py_RETURN_NONE;
+    wb_operand x, out, w, b, mean, rstd;
+    if (wb_operand_parse(&x, args[0], args[1], args[2], args[3], "x") < 0) return NULL;
+    const Py_ssize_t groups = PyLong_AsSsize_t(args[4]);
+    if (groups == -1 && PyErr_Occurred()) return NULL;
+    if (x.ndim != 3 || groups < 1 || x.shape[1] % groups) {
+        PyErr_Format(PyExc_ValueError,
+                     "group_norm: expected x (N, C, S) with C a multiple of groups=%zd", groups);
+        return NULL;
+    }
+    if (!is_float(x.dtype)) {
+        PyErr_SetString(PyExc_TypeError, "group_norm: unsupported dtype");
+        return NULL;
+    }
+    const Py_ssize_t N = x.shape[0], C = x.shape[1], S = x.shape[2];
+    const wb_operand *wp, *bp;
+    if (optional_vector(args + 5, C, x.dtype, &w, &wp, "weight") < 0 ||
+        optional_vector(args + 8, C, x.dtype, &b, &bp, "bias") < 0)
+        return NULL;
+    const double eps = PyFloat_AsDouble(args[11]);
+    if (eps == -1.0 && PyErr_Occurred()) return NULL;
+    const Py_ssize_t stats[2] = {N, groups};
+    if (wb_output_parse(&out, args[12], 3, x.shape) < 0 ||
+        wb_output_parse(&mean, args[13], 2, stats) < 0 ||
+        wb_output_parse(&rstd, args[14], 2, stats) < 0)
+        return NULL;
+    const int cdt = x.dtype == WB_F64 ? WB_F64 : WB_F32;
+    if (out.dtype != x.dtype || mean.dtype != cdt || rstd.dtype != cdt) {
+        PyErr_SetString(PyExc_TypeError, "group_norm: unsupported dtype combination");
+        return NULL;
+    }
+    if (N * C * S == 0) {
+        PyErr_SetString(PyExc_ValueError, "group_norm: empty groups");
+        return NULL;
+    }
+    group_norm_ctx c = {&x, wp, bp, groups, out.data, mean.data, rstd.data, eps};
+    const size_t buf = (size_t)wb_itemsize[cdt] * (size_t)(2 * S + 2 * C);
+    return run_lines(cdt == WB_F64 ? group_norm_lines_f64 : group_norm_lines_f32, &c, N * groups,
+                     N * C * S, buf);
+}
+
+/* rope(x, offset, shape, strides, cos, c_offset, c_strides, sin, s_offset, s_strides,
+ *      interleaved, out): x (..., D), cos/sin (..., D/2) of x's dtype (broadcast by strides). */
+static PyObject *py_rope(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12) {
+        PyErr_Format(PyExc_TypeError, "rope: expected 12 arguments, found %zd", nargs);
+        return NULL;
+    }
+    wb_operand x, cs, sn, out;
+    if (wb_operand_parse(&x, args[0], args[1], args[2], args[3], "x") < 0) return NULL;
+    if (x.ndim < 1 || x.shape[x.ndim - 1] % 2) {
+        PyErr_SetString(PyExc_ValueError, "rope: expected x (..., D) with an even D");
+        return NULL;
+    }
+    const int last = x.ndim - 1;
+    const Py_ssize_t D = x.shape[last];
+    PyObject *half = PyTuple_New(x.ndim);
+    if (!half) return NULL;
+    for (int d = 0; d < x.ndim; d++) {
+        PyObject *n = PyLong_FromSsize_t(d == last ? D / 2 : x.shape[d]);
+        if (!n) {
+            Py_DECREF(half);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(half, d, n);
+    }
+    const int rc = wb_operand_parse(&cs, args[4], args[5], half, args[6], "cos") < 0 ||
+                   wb_operand_parse(&sn, args[7], args[8], half, args[9], "sin") < 0;
+    Py_DECREF(half);
+    const int interleaved = rc ? -1 : PyObject_IsTrue(args[10]);
+    if (rc || interleaved < 0 || wb_output_parse(&out, args[11], x.ndim, x.shape) < 0) return NULL;
+    if (!is_float(x.dtype) || cs.dtype != x.dtype || sn.dtype != x.dtype || out.dtype != x.dtype) {
+        PyErr_SetString(PyExc_TypeError, "rope: x, cos, sin and out must share one float dtype");
+        return NULL;
+    }
+    const Py_ssize_t numel = wb_numel(x.ndim, x.shape);
+    if (numel == 0) Py_RETURN_NONE;
+    rope_ctx c = {&x, &cs, &sn, interleaved, out.data};
+    const int f64 = x.dtype == WB_F64;
+    const size_t buf = (size_t)(f64 ? 8 : 4) * (size_t)(3 * D);
+    return run_lines(f64 ? rope_lines_f64 : rope_lines_f32, &c, numel / D, numel, buf);
 }
 
 PyMethodDef wb_rows_methods[] = {
@@ -281,5 +365,11 @@ PyMethodDef wb_rows_methods[] = {
     {"norm", (PyCFunction)(void (*)(void))py_norm, METH_FASTCALL,
      "norm(x, off, shape, strides, w, w_off, w_strides, b, b_off, b_strides, eps, out, mean, "
      "rstd): layer_norm (mean an array) or rms_norm (mean None) over the last dim."},
+    {"group_norm", (PyCFunction)(void (*)(void))py_group_norm, METH_FASTCALL,
+     "group_norm(x, off, shape, strides, groups, w, w_off, w_strides, b, b_off, b_strides, eps, "
+     "out, mean, rstd): x (N, C, S) normalised per (sample, group of C/groups channels)."},
+    {"rope", (PyCFunction)(void (*)(void))py_rope, METH_FASTCALL,
+     "rope(x, off, shape, strides, cos, c_off, c_strides, sin, s_off, s_strides, interleaved, "
+     "out): pairs of x (..., D) rotated by cos/sin (..., D/2)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,10 +1,7 @@
 /* GGUF block decoders: one weight row -> the integer form of quant.h (levels, sub-block
  * scales and mins, block scales). Layouts as in backends/cpu/ggml (legacy.py, kquants.py,
  * iquants.py). Plain loops over fixed sizes, which the compiler vectorises per variant. */
-#include "quant.h"
-
-static const int8_t KVALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                   1,    13,   25,  38,  53,  69,  89,  113};
+#include "unpack.h"
 
 static const wb_qtype TYPES[] = {
     /* id, name, block, bytes, B, has_sc, mins */
@@ -30,18 +27,6 @@ const wb_qtype *wb_qtype_find(int type_id) {
     return NULL;
 }
 
-static inline float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return wb_f16_to_f32(h);
-}
-
-static inline uint32_t u32_at(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 /* Sub-block scale j (of 16 elements) repeated over one 8-lane int16 slot. */
 static inline void put_scale(int16_t *sc8, int j, int v) {
 #if WB_HAS_AVX2
@@ -54,46 +39,22 @@ static inline void put_scale(int16_t *sc8, int j, int v) {
 #if WB_HAS_AVX2
 /* Element-level unpacking, 32 bytes per instruction; the scalar versions below say what each
  * computes. */
-static inline __m256i nib32(const uint8_t *qs) {
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
-}
-
-/* Bit j of x -> byte j: 0xff when set (broadcast each byte of x over 8 lanes, test one bit). */
-static inline __m256i bits32(uint32_t x) {
-    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                           0x0101010101010101, 0x0000000000000000);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
-    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
-}
-
-/* Bits s..s+width-1 of every byte of v, as the byte's value. */
-static inline __m256i field(__m256i v, int s, int mask) {
-    return _mm256_and_si256(_mm256_srli_epi16(v, s), _mm256_set1_epi8((char)mask));
-}
-
 static inline void store32(int8_t *q, __m256i v) { _mm256_storeu_si256((__m256i *)q, v); }
 
 static inline void nibbles32(const uint8_t *qs, int8_t *q, int bias) {
-    store32(q, _mm256_sub_epi8(nib32(qs), _mm256_set1_epi8((char)bias)));
+    store32(q, _mm256_sub_epi8(wb_nib32(qs), _mm256_set1_epi8((char)bias)));
 }
 
 static inline void nibbles32_hi(const uint8_t *qs, uint32_t qh, int8_t *q, int bias) {
-    __m256i v = _mm256_or_si256(nib32(qs), _mm256_and_si256(bits32(qh), _mm256_set1_epi8(16)));
-    store32(q, _mm256_sub_epi8(v, _mm256_set1_epi8((char)bias)));
+    store32(q, _mm256_sub_epi8(wb_nib32_hi(qs, qh), _mm256_set1_epi8((char)bias)));
 }
 
-static inline void codebook32(const uint8_t *qs, int8_t *q) {
-    const __m256i kv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)KVALUES));
-    store32(q, _mm256_shuffle_epi8(kv, nib32(qs)));
-}
+static inline void codebook32(const uint8_t *qs, int8_t *q) { store32(q, wb_codebook32(qs)); }
 
 static inline void crumbs256(const uint8_t *qs, int8_t *q) {
     for (int h = 0; h < 2; h++) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
-        for (int j = 0; j < 4; j++) store32(q + 128 * h + 32 * j, field(v, 2 * j, 3));
+        for (int j = 0; j < 4; j++) store32(q + 128 * h + 32 * j, wb_field(v, 2 * j, 3));
     }
 }
 
@@ -101,7 +62,7 @@ static inline void q3_high(const uint8_t *hm, int8_t *q) {
     __m256i h = _mm256_loadu_si256((const __m256i *)hm), four = _mm256_set1_epi8(4);
     for (int b = 0; b < 8; b++) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * b));
-        __m256i hb = _mm256_slli_epi16(field(h, b, 1), 2);
+        __m256i hb = _mm256_slli_epi16(wb_field(h, b, 1), 2);
         store32(q + 32 * b, _mm256_sub_epi8(_mm256_add_epi8(v, hb), four));
     }
 }
@@ -110,10 +71,10 @@ static inline void k4_nibbles(const uint8_t *qs, const uint8_t *qh, int8_t *q) {
     __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = field(v, 0, 15), hi = field(v, 4, 15);
+        __m256i lo = wb_field(v, 0, 15), hi = wb_field(v, 4, 15);
         if (qh) {
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(field(h, 2 * c, 1), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(field(h, 2 * c + 1, 1), 4));
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(wb_field(h, 2 * c, 1), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(wb_field(h, 2 * c + 1, 1), 4));
         }
         store32(q + 64 * c, lo);
         store32(q + 64 * c + 32, hi);
@@ -126,9 +87,10 @@ static inline void q6_levels(const uint8_t *ql, const uint8_t *qh, int8_t *q) {
         __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h));
         __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h + 32));
         __m256i hv = _mm256_loadu_si256((const __m256i *)(qh + 32 * h));
-        __m256i lows[4] = {field(l0, 0, 15), field(l1, 0, 15), field(l0, 4, 15), field(l1, 4, 15)};
+        __m256i lows[4] = {wb_field(l0, 0, 15), wb_field(l1, 0, 15), wb_field(l0, 4, 15),
+                           wb_field(l1, 4, 15)};
         for (int r = 0; r < 4; r++) {
-            __m256i v = _mm256_or_si256(lows[r], _mm256_slli_epi16(field(hv, 2 * r, 3), 4));
+            __m256i v = _mm256_or_si256(lows[r], _mm256_slli_epi16(wb_field(hv, 2 * r, 3), 4));
             store32(q + 128 * h + 32 * r, _mm256_sub_epi8(v, off));
         }
     }
@@ -154,8 +116,8 @@ static inline void nibbles32_hi(const uint8_t *qs, uint32_t qh, int8_t *q, int b
 /* ... as indices into the IQ4 codebook. */
 static inline void codebook32(const uint8_t *qs, int8_t *q) {
     for (int j = 0; j < 16; j++) {
-        q[j] = KVALUES[qs[j] & 15];
-        q[j + 16] = KVALUES[qs[j] >> 4];
+        q[j] = WB_IQ4_LEVELS[qs[j] & 15];
+        q[j + 16] = WB_IQ4_LEVELS[qs[j] >> 4];
     }
 }
 
@@ -200,17 +162,6 @@ static inline void q6_levels(const uint8_t *ql, const uint8_t *qh, int8_t *q) {
 }
 #endif
 
-/* Q4_K / Q5_K six-bit (scale, min) pair of 32-element sub-block j. */
-static inline void k4_scale(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 /* Bytes ahead of the block being decoded to ask memory for: the decode loop alternates with
  * the dot products, which leave the hardware prefetcher behind (Q4_0 at batch 1 on the loaded
  * dev machine: about 3.1 -> 2.0-2.8 ms). Rows are contiguous, so this runs into the next row. */
@@ -221,12 +172,15 @@ static void decode_legacy(const wb_qtype *t, const uint8_t *raw, int64_t nb, wb_
         const uint8_t *p = raw + b * t->bytes;
         if ((b & 1) == 0) __builtin_prefetch(p + WB_PREFETCH_AHEAD, 0, 3);
         int8_t *q = w->q + 32 * b;
-        w->d[b] = f16_at(p);
+        w->d[b] = wb_f16_at(p);
         switch (t->type_id) {
         case WB_Q4_0: nibbles32(p + 2, q, 8); break;
-        case WB_Q4_1: w->dm[b] = f16_at(p + 2); nibbles32(p + 4, q, 0); break;
-        case WB_Q5_0: nibbles32_hi(p + 6, u32_at(p + 2), q, 16); break;
-        case WB_Q5_1: w->dm[b] = f16_at(p + 2); nibbles32_hi(p + 8, u32_at(p + 4), q, 0); break;
+        case WB_Q4_1: w->dm[b] = wb_f16_at(p + 2); nibbles32(p + 4, q, 0); break;
+        case WB_Q5_0: nibbles32_hi(p + 6, wb_u32_at(p + 2), q, 16); break;
+        case WB_Q5_1:
+            w->dm[b] = wb_f16_at(p + 2);
+            nibbles32_hi(p + 8, wb_u32_at(p + 4), q, 0);
+            break;
         case WB_Q8_0: memcpy(q, p + 2, 32); break;
         case WB_Q8_1: memcpy(q, p + 4, 32); break;
         case WB_IQ4_NL: codebook32(p + 2, q); break;
@@ -240,8 +194,8 @@ static void decode_q2_k(const uint8_t *p, int8_t *q, int16_t *sc8, int16_t *mn, 
         mn[j] = (int16_t)(p[j] >> 4);
     }
     crumbs256(p + 16, q);
-    *d = f16_at(p + 80);
-    *dm = -f16_at(p + 82);
+    *d = wb_f16_at(p + 80);
+    *dm = -wb_f16_at(p + 82);
 }
 
 static void decode_q3_k(const uint8_t *p, int8_t *q, int16_t *sc8, float *d) {
@@ -253,27 +207,27 @@ static void decode_q3_k(const uint8_t *p, int8_t *q, int16_t *sc8, float *d) {
     }
     crumbs256(p + 32, q);
     q3_high(hm, q);
-    *d = f16_at(p + 108);
+    *d = wb_f16_at(p + 108);
 }
 
 static void decode_q45_k(const uint8_t *p, int five, int8_t *q, int16_t *sc8, int16_t *mn,
                          float *d, float *dm) {
+    uint8_t sc[8], m[8];
+    wb_k4_scales(p + 4, sc, m);
     for (int j = 0; j < 8; j++) {
-        int sc, m;
-        k4_scale(p + 4, j, &sc, &m);
-        put_scale(sc8, 2 * j, sc);
-        put_scale(sc8, 2 * j + 1, sc);
-        mn[2 * j] = mn[2 * j + 1] = (int16_t)m;
+        put_scale(sc8, 2 * j, sc[j]);
+        put_scale(sc8, 2 * j + 1, sc[j]);
+        mn[2 * j] = mn[2 * j + 1] = m[j];
     }
     k4_nibbles(p + (five ? 48 : 16), five ? p + 16 : NULL, q);
-    *d = f16_at(p);
-    *dm = -f16_at(p + 2);
+    *d = wb_f16_at(p);
+    *dm = -wb_f16_at(p + 2);
 }
 
 static void decode_q6_k(const uint8_t *p, int8_t *q, int16_t *sc8, float *d) {
     q6_levels(p, p + 128, q);
     for (int j = 0; j < 16; j++) put_scale(sc8, j, (int8_t)p[192 + j]);
-    *d = f16_at(p + 208);
+    *d = wb_f16_at(p + 208);
 }
 
 static void decode_iq4_xs(const uint8_t *p, int8_t *q, int16_t *sc8, float *d) {
@@ -285,7 +239,7 @@ static void decode_iq4_xs(const uint8_t *p, int8_t *q, int16_t *sc8, float *d) {
         put_scale(sc8, 2 * i + 1, ls - 32);
         codebook32(p + 8 + 16 * i, q + 32 * i);
     }
-    *d = f16_at(p);
+    *d = wb_f16_at(p);
 }
 
 void wb_decode_row(const wb_qtype *t, const uint8_t *raw, int64_t k, wb_wrow *w) {

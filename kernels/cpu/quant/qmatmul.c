@@ -5,8 +5,10 @@
  *   quantize_activations(x, type_id, out)  x (m, k) f32 -> ggml Q8_0 / Q8_1 / Q8_K blocks
  *
  * qmatmul quantizes x once (Q8_1 for Q4_1/Q5_1, Q8_K for 256-element types, else Q8_0),
- * then threads over weight rows: each thread decodes a row into its scratch (quant.h) and
- * takes its dot products with WB_QDOT_ROWS activation rows at a time. */
+ * then threads over weight rows. Up to WB_QDOT_ROWS activation rows, a weight row's blocks
+ * are unpacked in registers and meet all of them at once (qdot_raw.c, where the ISA and type
+ * have it); otherwise each thread decodes a row into its scratch (quant.h) and takes its dot
+ * products with WB_QDOT_ROWS activation rows at a time. */
 #include "quant.h"
 
 #include <stdlib.h>
@@ -101,6 +103,7 @@ static int quantize_rows(const wb_qtype *t, const float *x, int64_t m, int64_t k
     a->s = t->mins == WB_MINS_SUM ? calloc(1, sizeof(float) * (size_t)(m * k / 32) + 64) : NULL;
     a->bsum = calloc(1, sizeof(int16_t) * (size_t)(m * k / 16) + 64);
     if (!a->q || !a->d || !a->bsum || (t->mins == WB_MINS_SUM && !a->s)) return -1;
+    if (m < threads) threads = m > 1 ? (int)m : 1; /* one row per thread at most */
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t r = 0; r < m; r++) {
         if (B == 256)
@@ -123,6 +126,30 @@ static int threads_for(int64_t values) {
     return values < WB_QUANT_PARALLEL_MIN ? 1 : wb_get_num_threads();
 }
 
+/* Activation rows [r0, r0 + rows) as the dot kernels take them. */
+static void act_rows(const wb_acts *acts, int B, int64_t k, int64_t r0, int rows, wb_arow *a) {
+    for (int r = 0; r < rows; r++) {
+        int64_t row = r0 + r;
+        a[r].q = acts->q + row * k;
+        a[r].d = acts->d + row * k / B;
+        a[r].s = acts->s ? acts->s + row * k / 32 : NULL;
+        a[r].bsum = acts->bsum + row * k / 16;
+    }
+}
+
+/* out (m, n) from the raw rows, m <= WB_QDOT_ROWS: no scratch, nothing to fail. */
+static void qmatmul_raw(wb_qdot_raw_fn dot, const wb_acts *acts, int B, const uint8_t *raw,
+                        int64_t row_bytes, int64_t n, int64_t k, int m, float *out, int threads) {
+    wb_arow a[WB_QDOT_ROWS];
+    act_rows(acts, B, k, 0, m, a);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t i = 0; i < n; i++) {
+        float y[WB_QDOT_ROWS];
+        dot(raw + i * row_bytes, a, m, k, y);
+        for (int r = 0; r < m; r++) out[r * n + i] = y[r];
+    }
+}
+
 /* Rows [0, n) of W times the m activation rows; returns -1 when out of memory. */
 static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k,
                        const float *x, int64_t m, float *out) {
@@ -134,6 +161,12 @@ static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t
     }
     const int64_t row_bytes = k / t->block * t->bytes;
     const int B = t->scale_block;
+    wb_qdot_raw_fn raw_dot = m > 0 && m <= WB_QDOT_ROWS ? wb_qdot_raw_find(t) : NULL;
+    if (raw_dot) {
+        qmatmul_raw(raw_dot, &acts, B, raw, row_bytes, n, k, (int)m, out, threads);
+        free_acts(&acts);
+        return 0;
+    }
     int failed = 0;
 #pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
     {
@@ -148,13 +181,7 @@ static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t
                 int rows = m - r0 < WB_QDOT_ROWS ? (int)(m - r0) : WB_QDOT_ROWS;
                 wb_arow a[WB_QDOT_ROWS];
                 float y[WB_QDOT_ROWS];
-                for (int r = 0; r < rows; r++) {
-                    int64_t row = r0 + r;
-                    a[r].q = acts.q + row * k;
-                    a[r].d = acts.d + row * k / B;
-                    a[r].s = acts.s ? acts.s + row * k / 32 : NULL;
-                    a[r].bsum = acts.bsum + row * k / 16;
-                }
+                act_rows(&acts, B, k, r0, rows, a);
                 wb_qdot_rows(t, &w, a, rows, k, y);
                 for (int r = 0; r < rows; r++) out[(r0 + r) * n + i] = y[r];
             }

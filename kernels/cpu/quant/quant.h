@@ -64,5 +64,10 @@ void wb_quantize_q8_k(const float *x, int64_t k, int8_t *q, float *d, int16_t *b
 #define WB_QDOT_ROWS 4
 void wb_qdot_rows(const wb_qtype *t, const wb_wrow *w, const wb_arow *a, int nrows, int64_t k,
                   float *out);
+/* The same from the raw blocks of one weight row, unpacked in registers (qdot_raw.c): NULL
+ * where this type has no such kernel on this ISA (the row is decoded for wb_qdot_rows then). */
+typedef void (*wb_qdot_raw_fn)(const uint8_t *raw, const wb_arow *a, int nrows, int64_t k,
+                               float *out);
+wb_qdot_raw_fn wb_qdot_raw_find(const wb_qtype *t);
 
 #endif /* WB_QUANT_H */

@@ -1,0 +1,387 @@
+/* The reduction passes of reduce.c in one compute type, included once per type with
+ *   WB_T (float or double), WB_SFX(name) (name##_f32 / name##_f64), WB_IT (lane index type),
+ *   WB_LOAD(dt, base, off, stride, n, buf), WB_EXP(x), WB_POW(x, p), WB_FABS(x).
+ * Two ways through the elements, picked by the layout (see reduce.c):
+ *   rows:    each output reduces lines of its own (a line: the innermost reduced dim, read a
+ *            chunk at a time, contiguous or gathered), lanes of partial results per chunk;
+ *   columns: each output is a column: rows of up to pl->width contiguous outputs are read for each
+ *            reduced index and accumulated elementwise. */
+
+#define WB_L (64 / (int)sizeof(WB_T)) /* lanes: 16 f32 or 8 f64 (2 AVX-512 / 4 AVX2 registers) */
+
+/* ---- rows: one piece of n <= WB_PIECE contiguous values ---------------------------------- */
+/* Lane partial sums: 64 lanes (16 f64) in the compute type, added into f64 lanes every
+ * WB_FLUSH elements (so a lane never sums more than WB_FLUSH / lanes values in f32), the f64
+ * lanes then pairwise. The map is applied to each element. */
+#define WB_LANE_SUM(name, EXPR)                                                                \
+    static double WB_SFX(sum_##name)(const WB_T *restrict x, Py_ssize_t n, WB_T c, WB_T p) {   \
+        (void)c, (void)p;                                                                     \
+        double total[4 * WB_L] = {0};                                                         \
+        Py_ssize_t i = 0;                                                                     \
+        while (i < n) {                                                                       \
+            const Py_ssize_t end = n - i < WB_FLUSH ? n : i + WB_FLUSH;                        \
+            WB_T acc[4 * WB_L] = {0};                                                         \
+            for (; i + 4 * WB_L <= end; i += 4 * WB_L)                                        \
+                for (int j = 0; j < 4 * WB_L; j++) {                                          \
+                    const WB_T v = x[i + j];                                                  \
+                    acc[j] += (EXPR);                                                         \
+                }                                                                             \
+            for (int j = 0; i < end; i++, j++) {                                              \
+                const WB_T v = x[i];                                                          \
+                acc[j] += (EXPR);                                                             \
+            }                                                                                 \
+            for (int j = 0; j < 4 * WB_L; j++) total[j] += acc[j];                            \
+        }                                                                                     \
+        for (int h = 2 * WB_L; h > 0; h /= 2)                                                 \
+            for (int j = 0; j < h; j++) total[j] += total[j + h];                             \
+        return total[0];                                                                      \
+    }
+WB_LANE_SUM(id, v)
+WB_LANE_SUM(abs, WB_FABS(v))
+WB_LANE_SUM(sq, v * v)
+WB_LANE_SUM(sqdev, (v - c) * (v - c))
+WB_LANE_SUM(expdev, WB_EXP(v - c))
+WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
+#undef WB_LANE_SUM
+
+/* Lane extrema; NaN wins (numpy's max/min and PyTorch's amax/amin propagate it). */
+#define WB_LANE_EXT(name, EXPR, CMP, INIT)                                                      \
+    static WB_T WB_SFX(name)(const WB_T *restrict x, Py_ssize_t n) {                          \
+        WB_T acc[2 * WB_L];                                                                   \
+        for (int j = 0; j < 2 * WB_L; j++) acc[j] = (INIT);                                   \
+        Py_ssize_t i = 0;                                                                     \
+        for (; i + 2 * WB_L <= n; i += 2 * WB_L)                                              \
+            for (int j = 0; j < 2 * WB_L; j++) {                                              \
+                const WB_T v = x[i + j], e = (EXPR);                                          \
+                acc[j] = (e CMP acc[j] || e != e) ? e : acc[j];                               \
+            }                                                                                 \
+        for (int j = 0; i < n; i++, j++) {                                                    \
+            const WB_T v = x[i], e = (EXPR);                                                  \
+            acc[j] = (e CMP acc[j] || e != e) ? e : acc[j];                                   \
+        }                                                                                     \
+        WB_T m = acc[0];                                                                      \
+        for (int j = 1; j < 2 * WB_L; j++) m = (acc[j] CMP m || acc[j] != acc[j]) ? acc[j] : m; \
+        return m;                                                                             \
+    }
+WB_LANE_EXT(max_id, v, >, -__builtin_inf())
+WB_LANE_EXT(min_id, v, <, __builtin_inf())
+WB_LANE_EXT(max_abs, WB_FABS(v), >, -__builtin_inf())
+WB_LANE_EXT(min_abs, WB_FABS(v), <, __builtin_inf())
+#undef WB_LANE_EXT
+
+/* The lanes of an arg-extremum: explicit vectors where reduce.c has them (WB_ARG_VEC), else
+ * portable lanes. */
+#ifdef WB_ARG_VEC
+#define WB_ARG_LANES(name, CMP) i = WB_ARG_VEC(name)(x, n, bv, bi);
+#else
+#define WB_ARG_LANES(name, CMP)                                                                \
+    for (int j = 0; j < WB_L; j++) bv[j] = x[j], bi[j] = (WB_IT)j;                            \
+    for (i = WB_L; i + WB_L <= n; i += WB_L)                                                  \
+        for (int j = 0; j < WB_L; j++) {                                                      \
+            const WB_T v = x[i + j];                                                          \
+            const int take = (v CMP bv[j]) | ((v != v) & (bv[j] == bv[j]));                   \
+            bv[j] = take ? v : bv[j];                                                         \
+            bi[j] = take ? (WB_IT)(i + j) : bi[j];                                            \
+        }
+#endif
+
+/* The first index of the extremum (the first NaN if there is one), lanes of (value, index). */
+#define WB_LANE_ARG(name, CMP)                                                                 \
+    static void WB_SFX(name)(const WB_T *restrict x, Py_ssize_t n, WB_T *best, int64_t *at) { \
+        WB_T m = x[0];                                                                        \
+        Py_ssize_t b = 0, i = 1;                                                              \
+        if (n >= 2 * WB_L) {                                                                  \
+            WB_T bv[WB_L];                                                                    \
+            WB_IT bi[WB_L];                                                                   \
+            WB_ARG_LANES(name, CMP)                                                           \
+            m = bv[0], b = bi[0];                                                             \
+            for (int j = 1; j < WB_L; j++) {                                                  \
+                const WB_T v = bv[j];                                                         \
+                const int better = v != v ? (m == m || bi[j] < b)                              \
+                                          : (m == m && (v CMP m || (v == m && bi[j] < b)));   \
+                if (better) m = v, b = bi[j];                                                 \
+            }                                                                                 \
+        }                                                                                     \
+        for (; i < n; i++) /* later indices: only a strictly better value replaces */         \
+            if (x[i] CMP m || (x[i] != x[i] && m == m)) m = x[i], b = i;                      \
+        *best = m;                                                                            \
+        *at = b;                                                                              \
+    }
+WB_LANE_ARG(arg_max, >)
+WB_LANE_ARG(arg_min, <)
+#undef WB_LANE_ARG
+#undef WB_ARG_LANES
+
+static double WB_SFX(prod)(const WB_T *restrict x, Py_ssize_t n) {
+    double acc[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] *= x[i + j];
+    for (int j = 0; i < n; i++, j++) acc[j] *= x[i];
+    return ((acc[0] * acc[1]) * (acc[2] * acc[3])) * ((acc[4] * acc[5]) * (acc[6] * acc[7]));
+}
+
+/* One piece into ``part``: i0 is the index of x[0] along the reduced elements. */
+static void WB_SFX(chunk)(const red_pass *ps, const WB_T *restrict x, Py_ssize_t n, WB_T c,
+                          int64_t i0, red_part *part) {
+    const WB_T p = (WB_T)ps->p;
+    switch (ps->acc) {
+    case A_SUM: {
+        double s;
+        switch (ps->map) {
+        case M_ID: s = WB_SFX(sum_id)(x, n, c, p); break;
+        case M_ABS: s = WB_SFX(sum_abs)(x, n, c, p); break;
+        case M_SQ: s = WB_SFX(sum_sq)(x, n, c, p); break;
+        case M_SQDEV: s = WB_SFX(sum_sqdev)(x, n, c, p); break;
+        case M_EXPDEV: s = WB_SFX(sum_expdev)(x, n, c, p); break;
+        default: s = WB_SFX(sum_powabs)(x, n, c, p); break;
+        }
+        part_add(part, A_SUM, s, 0);
+        return;
+    }
+    case A_PROD: part_add(part, A_PROD, WB_SFX(prod)(x, n), 0); return;
+    case A_MAX:
+        part_add(part, A_MAX, ps->map == M_ABS ? WB_SFX(max_abs)(x, n) : WB_SFX(max_id)(x, n), 0);
+        return;
+    case A_MIN:
+        part_add(part, A_MIN, ps->map == M_ABS ? WB_SFX(min_abs)(x, n) : WB_SFX(min_id)(x, n), 0);
+        return;
+    default: {
+        WB_T m;
+        int64_t at;
+        if (ps->acc == A_ARGMAX) WB_SFX(arg_max)(x, n, &m, &at);
+        else WB_SFX(arg_min)(x, n, &m, &at);
+        part_add(part, ps->acc, m, i0 + at);
+        return;
+    }
+    }
+}
+
+/* Elements of a line read at a time: lines of contiguous compute-type elements are read in
+ * place, in long pieces; others through a buffer of WB_CHUNK. */
+static Py_ssize_t WB_SFX(piece)(const red_plan *pl) {
+    const int in_place = pl->rstride[pl->nr - 1] == 1 &&
+                         (sizeof(WB_T) == 8 ? pl->dtype == WB_F64 : pl->dtype == WB_F32);
+    return in_place ? WB_PIECE : WB_CHUNK;
+}
+
+/* Units [u0, u1) of one output (a unit: one piece of one line) into ``part``. */
+static void WB_SFX(rows_units)(const red_pass *ps, Py_ssize_t o, Py_ssize_t base, Py_ssize_t u0,
+                               Py_ssize_t u1, red_part *part, WB_T *buf) {
+    const red_plan *pl = ps->pl;
+    const Py_ssize_t n = pl->rshape[pl->nr - 1], s = pl->rstride[pl->nr - 1];
+    const Py_ssize_t piece = WB_SFX(piece)(pl), cpl = (n + piece - 1) / piece;
+    const WB_T c = ps->center ? (WB_T)ps->center[o] : 0;
+    if (u0 >= u1) return;
+    wb_odometer lines;
+    Py_ssize_t line = u0 / cpl;
+    odometer_seek(&lines, pl->nr - 1, pl->rshape, pl->rstride, line);
+    for (Py_ssize_t u = u0; u < u1; u++) {
+        const Py_ssize_t l = u / cpl, start = (u % cpl) * piece;
+        if (l != line) {
+            odometer_next(&lines);
+            line = l;
+        }
+        const Py_ssize_t len = n - start < piece ? n - start : piece;
+        const WB_T *v = WB_LOAD(pl->dtype, pl->data, base + lines.off + start * s, s, len, buf);
+        WB_SFX(chunk)(ps, v, len, c, l * n + start, part);
+    }
+}
+
+/* Outputs [o0, o1), each reduced whole. */
+static void WB_SFX(rows_outputs)(const red_pass *ps, Py_ssize_t o0, Py_ssize_t o1, WB_T *buf) {
+    const red_plan *pl = ps->pl;
+    const Py_ssize_t n = pl->rshape[pl->nr - 1], piece = WB_SFX(piece)(pl);
+    const Py_ssize_t units = pl->nred / n * ((n + piece - 1) / piece);
+    if (o0 >= o1) return;
+    wb_odometer outs;
+    odometer_seek(&outs, pl->nk, pl->kshape, pl->kstride, o0);
+    for (Py_ssize_t o = o0; o < o1; o++, odometer_next(&outs)) {
+        red_part part = part_init(ps->acc);
+        WB_SFX(rows_units)(ps, o, pl->offset + outs.off, 0, units, &part, buf);
+        part_store(ps, o, &part);
+    }
+}
+
+/* ---- columns: rows of w contiguous outputs, accumulated for each reduced index ------------ */
+typedef struct {
+    WB_T *blk, *row, *c; /* block partial sums (or extrema), a loaded row, centers */
+    double *tot;        /* sums of the blocks (products) */
+    int64_t *at;        /* arg ops: the index of each column's extremum */
+} WB_SFX(cols_buf);
+
+#define WB_COLS_LOOP(STMT)                                                                     \
+    for (Py_ssize_t j = 0; j < w; j++) {                                                      \
+        const WB_T v = x[j];                                                                  \
+        STMT;                                                                                 \
+    }
+
+/* One reduced index ``r``: its row x of w values into the accumulators. */
+static void WB_SFX(cols_row)(const red_pass *ps, const WB_T *restrict x, Py_ssize_t w, int64_t r,
+                             WB_SFX(cols_buf) *b) {
+    WB_T *restrict acc = b->blk;
+    const WB_T *restrict c = b->c;
+    const WB_T p = (WB_T)ps->p;
+    switch (ps->acc) {
+    case A_SUM:
+        switch (ps->map) {
+        case M_ID: WB_COLS_LOOP(acc[j] += v); break;
+        case M_ABS: WB_COLS_LOOP(acc[j] += WB_FABS(v)); break;
+        case M_SQ: WB_COLS_LOOP(acc[j] += v * v); break;
+        case M_SQDEV: WB_COLS_LOOP(acc[j] += (v - c[j]) * (v - c[j])); break;
+        case M_EXPDEV: WB_COLS_LOOP(acc[j] += WB_EXP(v - c[j])); break;
+        default: WB_COLS_LOOP(acc[j] += WB_POW(WB_FABS(v), p)); break;
+        }
+        return;
+    case A_PROD: {
+        double *restrict t = b->tot;
+        WB_COLS_LOOP(t[j] *= v);
+        return;
+    }
+    case A_MAX:
+        if (ps->map == M_ABS) {
+            WB_COLS_LOOP(const WB_T e = WB_FABS(v); acc[j] = (e > acc[j] || e != e) ? e : acc[j]);
+        } else {
+            WB_COLS_LOOP(acc[j] = (v > acc[j] || v != v) ? v : acc[j]);
+        }
+        return;
+    case A_MIN:
+        if (ps->map == M_ABS) {
+            WB_COLS_LOOP(const WB_T e = WB_FABS(v); acc[j] = (e < acc[j] || e != e) ? e : acc[j]);
+        } else {
+            WB_COLS_LOOP(acc[j] = (v < acc[j] || v != v) ? v : acc[j]);
+        }
+        return;
+    default: {
+        int64_t *restrict at = b->at;
+        if (ps->acc == A_ARGMAX) {
+            WB_COLS_LOOP(const int take = (v > acc[j]) | ((v != v) & (acc[j] == acc[j]));
+                         acc[j] = take ? v : acc[j]; at[j] = take ? r : at[j]);
+        } else {
+            WB_COLS_LOOP(const int take = (v < acc[j]) | ((v != v) & (acc[j] == acc[j]));
+                         acc[j] = take ? v : acc[j]; at[j] = take ? r : at[j]);
+        }
+        return;
+    }
+    }
+}
+#undef WB_COLS_LOOP
+
+/* Column units [u0, u1): a unit is pl->width (or fewer) neighbouring outputs of one row of the
+ * output (its innermost dim), reduced over every reduced index. */
+static void WB_SFX(cols_units)(const red_pass *ps, Py_ssize_t u0, Py_ssize_t u1,
+                               WB_SFX(cols_buf) *b) {
+    const red_plan *pl = ps->pl;
+    const Py_ssize_t kw = pl->kshape[pl->nk - 1], ks = pl->kstride[pl->nk - 1], W = pl->width;
+    const Py_ssize_t cpr = (kw + W - 1) / W;
+    const int sum = ps->acc == A_SUM;
+    for (Py_ssize_t u = u0; u < u1; u++) {
+        const Py_ssize_t outer = u / cpr, j0 = (u % cpr) * W;
+        const Py_ssize_t w = kw - j0 < W ? kw - j0 : W, o0 = outer * kw + j0;
+        wb_odometer out_row;
+        odometer_seek(&out_row, pl->nk - 1, pl->kshape, pl->kstride, outer);
+        const Py_ssize_t base = pl->offset + out_row.off + j0 * ks;
+        const WB_T init = ps->acc == A_MAX ? -__builtin_inf() : ps->acc == A_MIN ? __builtin_inf() : 0;
+        for (Py_ssize_t j = 0; j < w; j++) {
+            b->blk[j] = init;
+            b->tot[j] = ps->acc == A_PROD ? 1.0 : 0.0;
+            if (ps->center) b->c[j] = (WB_T)ps->center[o0 + j];
+        }
+        wb_odometer red;
+        odometer_seek(&red, pl->nr, pl->rshape, pl->rstride, 0);
+        Py_ssize_t r = 0;
+        if (ps->acc == A_ARGMAX || ps->acc == A_ARGMIN) { /* start from the first row */
+            const WB_T *v = WB_LOAD(pl->dtype, pl->data, base, ks, w, b->row);
+            for (Py_ssize_t j = 0; j < w; j++) b->blk[j] = v[j], b->at[j] = 0;
+            odometer_next(&red);
+            r = 1;
+        }
+        for (; r < pl->nred; r++, odometer_next(&red)) {
+            const WB_T *v = WB_LOAD(pl->dtype, pl->data, base + red.off, ks, w, b->row);
+            WB_SFX(cols_row)(ps, v, w, r, b);
+            if (sum && r % WB_BLOCK == WB_BLOCK - 1) /* a block's sum into the f64 total */
+                for (Py_ssize_t j = 0; j < w; j++) b->tot[j] += b->blk[j], b->blk[j] = 0;
+        }
+        for (Py_ssize_t j = 0; j < w; j++) {
+            red_part part = part_init(ps->acc);
+            if (sum) part.s = b->tot[j] + b->blk[j];
+            else if (ps->acc == A_PROD) part.s = b->tot[j];
+            else part.s = b->blk[j], part.i = ps->acc >= A_ARGMAX ? b->at[j] : 0;
+            part_store(ps, o0 + j, &part);
+        }
+    }
+}
+
+/* ---- one pass over the elements, on ``threads`` threads ---------------------------------- */
+static int WB_SFX(run_pass)(const red_pass *ps, int threads) {
+    const red_plan *pl = ps->pl;
+    int failed = 0;
+    if (pl->columns) {
+        const Py_ssize_t kw = pl->kshape[pl->nk - 1];
+        const Py_ssize_t units = pl->nout / kw * ((kw + pl->width - 1) / pl->width);
+        if (threads > units) threads = (int)units;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
+#endif
+        {
+            WB_TEAM(t, nt);
+            WB_SFX(cols_buf) b;
+            const size_t W = (size_t)pl->width;
+            char *mem = malloc(W * (3 * sizeof(WB_T) + sizeof(double) + sizeof(int64_t)));
+            if (mem) {
+                b.blk = (WB_T *)mem;
+                b.row = b.blk + W;
+                b.c = b.row + W;
+                b.tot = (double *)(b.c + W);
+                b.at = (int64_t *)(b.tot + W);
+                WB_SFX(cols_units)(ps, units * t / nt, units * (t + 1) / nt, &b);
+            } else {
+                failed = 1;
+            }
+            free(mem);
+        }
+        return failed ? -1 : 0;
+    }
+    if (pl->nout >= threads) { /* threads take ranges of outputs */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
+#endif
+        {
+            WB_TEAM(t, nt);
+            WB_T *buf = malloc(sizeof(WB_T) * WB_CHUNK);
+            if (buf) WB_SFX(rows_outputs)(ps, pl->nout * t / nt, pl->nout * (t + 1) / nt, buf);
+            else failed = 1;
+            free(buf);
+        }
+        return failed ? -1 : 0;
+    }
+    /* fewer outputs than threads: the threads share each output's chunks, and their partial
+     * results are combined in index order (deterministic for a given thread count) */
+    const Py_ssize_t n = pl->rshape[pl->nr - 1], piece = WB_SFX(piece)(pl);
+    const Py_ssize_t units = pl->nred / n * ((n + piece - 1) / piece);
+    if (threads > units) threads = (int)units;
+    red_part parts[WB_MAX_THREADS];
+    if (threads > WB_MAX_THREADS) threads = WB_MAX_THREADS;
+    wb_odometer outs;
+    odometer_seek(&outs, pl->nk, pl->kshape, pl->kstride, 0);
+    for (Py_ssize_t o = 0; o < pl->nout; o++, odometer_next(&outs)) {
+        const Py_ssize_t base = pl->offset + outs.off;
+        for (int t = 0; t < threads; t++) parts[t] = part_init(ps->acc); /* (fewer may run) */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
+#endif
+        {
+            WB_TEAM(t, nt);
+            WB_T *buf = malloc(sizeof(WB_T) * WB_CHUNK);
+            if (buf) WB_SFX(rows_units)(ps, o, base, units * t / nt, units * (t + 1) / nt, &parts[t], buf);
+            else failed = 1;
+            free(buf);
+        }
+        if (failed) return -1;
+        for (int t = 1; t < threads; t++) part_merge(&parts[0], ps->acc, &parts[t]);
+        part_store(ps, o, &parts[0]);
+    }
+    return 0;
+}
+
+#undef WB_L
