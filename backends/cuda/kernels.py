@@ -153,7 +153,7 @@ def all_names() -> dict[str, list[str]]:
                     ew.append(fn(op, dtype))
                 except UnsupportedOnDevice:
                     pass
-        for op in (*FLOAT_BINARY, *LOGICAL):
+        for op in (*FLOAT_BINARY, *INT_BINARY, *LOGICAL):
             for fn in (binary_name, scalar_name):
                 try:
                     ew.append(fn(op, dtype))

@@ -244,7 +244,7 @@ class NnOps:
                                   I32(aw))  # fmt: skip
 
     def upsample_bilinear2d(self, layout, output_size, align_corners: bool, scales):
-        """Bilinear interpolation with PyTorch's source index (see ``upsample.cu``)."""
+        """Bilinear interpolation with PyTorch's source index (see ``kernels/gpu/upsample.h``)."""
         self._float_only("upsample_bilinear2d")
         n, c, h, w = layout.shape
         ho, wo = output_size
@@ -269,7 +269,8 @@ def _nearest_scale(size: int, new: int, scale) -> float:
 
 
 def _bilinear_params(sizes, new_sizes, align_corners: bool, scales):
-    """Per axis (scale, align flag) for ``upsample.cu``; an unchanged axis is an exact copy."""
+    """Per axis (scale, align flag) for ``kernels/gpu/upsample.h``; an unchanged axis is an
+    exact copy."""
     params = []
     for size, new, scale in zip(sizes, new_sizes, scales, strict=True):
         if new == size:

@@ -1,4 +1,4 @@
-"""Padding (``kernels/cuda/pad.cu``) and group normalisation (``kernels/cuda/norm.cu``) on CUDA."""
+"""Padding (``kernels/gpu/pad.h``) and group normalisation (``kernels/gpu/norm.h``) on CUDA."""
 
 from __future__ import annotations
 

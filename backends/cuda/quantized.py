@@ -1,4 +1,4 @@
-"""GGUF dequantization and quantized matrix products on CUDA (``quantized.cu``).
+"""GGUF dequantization and quantized matrix products on CUDA (``kernels/gpu/quantized.h``).
 
 Raw blocks live in a ``u8`` CudaStorage exactly as in the GGUF file. ``dequantize`` expands
 them to f32/f16/bf16; ``qmatvec`` computes ``W (rows, K) @ x (K,)`` for Q4_0 and Q8_0 weights
@@ -17,7 +17,7 @@ BLOCKS = {
     "Q4_K": (256, 144), "Q6_K": (256, 210),
 }  # fmt: skip
 MATVEC_TYPES = ("Q4_0", "Q8_0")
-ROWS_PER_BLOCK = 8
+ROWS_PER_BLOCK = 8  # rows of the matvec a block serves, one 32-lane warp each
 
 
 def _block(type_name: str) -> tuple[int, int]:
@@ -57,7 +57,7 @@ def qmatvec(raw, type_name: str, rows: int, k: int, x, x_layout):
     out = raw._new(rows, "f32")
     grid = (max(1, -(-rows // ROWS_PER_BLOCK)), 1, 1)
     raw._launch("quantized", f"qmatvec_{type_name.lower()}_f32", rows, out._at(), raw._at(),
-                x._at(offset), rows, k, grid=grid, block=(32, ROWS_PER_BLOCK, 1))  # fmt: skip
+                x._at(offset), rows, k, grid=grid, block=(32 * ROWS_PER_BLOCK, 1, 1))  # fmt: skip
     return out
 
 

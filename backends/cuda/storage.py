@@ -288,8 +288,8 @@ class CudaStorage(IndexingOps, NnOps, AttentionOps, PadNormOps, BackendStorage):
 
     # -- matmul ---------------------------------------------------------------------------
     def matmul(self, lhs_layout, rhs, rhs_layout):
-        """``(..., m, k) @ (..., k, n)`` through cuBLAS (integers: ``matmul.cu``); batch dims
-        already broadcast."""
+        """``(..., m, k) @ (..., k, n)`` through cuBLAS (integers: ``kernels/gpu/matmul.h``);
+        batch dims already broadcast."""
         dtype = self.dtype
         if dtype not in ("f16", "bf16", "f32", "f64", "u8", "u32", "i16", "i32", "i64"):
             raise UnsupportedOnDevice(f"op matmul is not implemented on cuda for {dtype}")

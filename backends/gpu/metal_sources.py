@@ -1,28 +1,37 @@
 """Metal sources generated from the portable kernel bodies in ``kernels/gpu``.
 
-``kernels/metal/<name>.metal`` is the Metal prelude, the dialect's common part, the op table's
-lists and the body ``kernels/gpu/<name>.h`` (the one ``kernels/cuda/<name>.cu`` includes after
-the CUDA prelude), with the includes inlined: Metal compiles one source string at run time.
+``kernels/metal/<name>.metal`` is the Metal prelude followed by the headers of ``kernels/gpu``
+that ``kernels/cuda/<name>.cu`` includes after the CUDA prelude, in its order (the dialect's
+common part, then e.g. the op table's lists, the block reductions and the body
+``kernels/gpu/<name>.h``), inlined: Metal compiles one source string at run time.
 Regenerate with ``python -m workbench.backends.gpu.metal_sources``; a test fails when stale.
 
-``PORTABLE`` lists the kernel families whose bodies are written in the dialect; the others are
-still CUDA-only sources in ``kernels/cuda``.
+``PORTABLE`` lists the kernel families (every ``kernels/cuda/*.cu``: all are written in the
+dialect).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 KERNELS = Path(__file__).resolve().parent.parent.parent / "kernels"
-PORTABLE = ("elementwise", "matmul", "norm")
-# What each portable body needs, in order, after the prelude.
-PARTS = ("common.h", "optable.h")
+PORTABLE = ("conv", "elementwise", "fused", "indexing", "matmul", "norm", "pad", "pool",
+            "quantized", "reduce", "upsample")  # fmt: skip
+_INCLUDE = re.compile(r'^#include "\.\./gpu/(\w+\.h)"', re.MULTILINE)
 
 
 def _strip(text: str) -> str:
     lines = text.splitlines(keepends=True)
     return "".join(line for line in lines if line.strip() != "#pragma once")
+
+
+def parts(name: str, kernels: Path = KERNELS) -> list[str]:
+    """The ``kernels/gpu`` headers of family ``name`` after the prelude: ``common.h`` (which
+    ``common.cuh`` includes), then those ``kernels/cuda/<name>.cu`` includes, in order."""
+    cu = (kernels / "cuda" / f"{name}.cu").read_text()
+    return ["common.h", *_INCLUDE.findall(cu)]
 
 
 def metal_source(name: str, kernels: Path = KERNELS) -> str:
@@ -32,8 +41,7 @@ def metal_source(name: str, kernels: Path = KERNELS) -> str:
         f"// Generated from kernels/gpu/{name}.h by\n"
         "// `python -m workbench.backends.gpu.metal_sources`: do not edit.\n",
         (gpu / "prelude_metal.h").read_text(),
-        *(_strip((gpu / part).read_text()) for part in PARTS),
-        _strip((gpu / f"{name}.h").read_text()),
+        *(_strip((gpu / part).read_text()) for part in parts(name, kernels)),
     ]
     return "\n".join(pieces)
 

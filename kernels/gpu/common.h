@@ -3,9 +3,12 @@
 //
 // Words a body uses instead of a target's own: WB_KERNEL (entry point), WB_FN (helper),
 // WB_OUT / WB_IN / WB_ARG (parameters: buffers and values, with Metal's buffer slot),
-// WB_THREAD_ARGS (closes a parameter list), WB_LAYOUT_REF, WB_GLOBAL_ID / WB_GLOBAL_SIZE,
-// wb_i64 / wb_u64 / wb_wide, f16 / bf16 and their WB_*_TO_* conversions. f64 exists where
-// WB_HAS_F64 (not on Metal). Anything else a target does differently lives in its prelude.
+// WB_THREAD_ARGS (closes a parameter list), WB_REF / WB_LAYOUT_REF, WB_GLOBAL (pointers into
+// device memory), WB_GLOBAL_ID / WB_GLOBAL_SIZE, the block words (WB_BLOCK_ID, WB_THREAD,
+// WB_SHARED, WB_DYNAMIC_SHARED, WB_BARRIER, wb_shuffle_down), wb_atomic_add(base, i, v),
+// wb_i64 / wb_u64 / wb_i8 / wb_wide, f16 / bf16 and their WB_*_TO_* conversions. f64 exists
+// where WB_HAS_F64 (not on Metal). Anything else a target does differently lives in its
+// prelude.
 //
 // A Layout travels BY VALUE as a kernel parameter (no device allocation per launch):
 // ndim, a contiguity flag, the offset and up to WB_MAX_DIMS sizes and strides in ELEMENTS.
@@ -42,9 +45,14 @@ WB_FN wb_i64 wb_offset(WB_LAYOUT_REF l, wb_i64 i) {
     return off;
 }
 
+// min / max of two values of one type (the targets' own overload sets differ).
+template <typename T> WB_FN T wb_min(T a, T b) { return a < b ? a : b; }
+template <typename T> WB_FN T wb_max(T a, T b) { return a > b ? a : b; }
+
 #define WB_LOOP(i, n) for (wb_i64 i = WB_GLOBAL_ID; i < (n); i += WB_GLOBAL_SIZE)
 
 typedef unsigned char wb_bool;
+typedef wb_i8 i8;
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef short i16;

@@ -6,33 +6,16 @@
 // Any block size that is a multiple of 32, up to 1024 (the launch bound caps the registers).
 //   y = (x - mean) rstd w[c] + b[c],  rstd = 1 / sqrt(Σ (x - mean)² / K + eps),
 //   c = g C/G + k / S. Output contiguous (N, C, S); mean and rstd (N, G) in the compute type.
-// Written in the portable dialect (common.h).
-
-// Σ v over the block (WB_THREADS a multiple of 32, at most 1024); buf holds 32 values.
-template <typename C> WB_DEVICE C gn_block_sum(C v, WB_SHARED_PTR(C) buf WB_THREAD_PARAMS) {
-    for (int o = 16; o > 0; o >>= 1) v += WB_SHUFFLE_DOWN(v, o);
-    int lane = WB_THREAD & 31, warp = WB_THREAD >> 5;
-    if (lane == 0) buf[warp] = v;
-    WB_BARRIER();
-    if (warp == 0) {
-        v = WB_THREAD < (WB_THREADS >> 5) ? buf[lane] : (C)0;
-        for (int o = 16; o > 0; o >>= 1) v += WB_SHUFFLE_DOWN(v, o);
-        if (lane == 0) buf[0] = v;
-    }
-    WB_BARRIER();
-    C r = buf[0];
-    WB_BARRIER();
-    return r;
-}
+// Written in the portable dialect (common.h); the block sums are block.h's.
 
 #define GROUP_NORM_KERNEL(name, T)                                                  \
     WB_KERNEL_BOUNDED(1024) group_norm_##name(                                      \
         WB_OUT(T, out, 0), WB_OUT(Acc<T>::type, mean_out, 1),                       \
-        WB_OUT(Acc<T>::type, rstd_out, 2), WB_IN(T, x, 3), WB_ARG(Layout, lx, 4),    \
+        WB_OUT(Acc<T>::type, rstd_out, 2), WB_IN(T, x, 3), WB_ARG(Layout, lx, 4),   \
         WB_IN(T, w, 5), WB_ARG(Layout, lw, 6), WB_IN(T, b, 7), WB_ARG(Layout, lb, 8), \
-        WB_ARG(wb_i64, M, 9), WB_ARG(wb_i64, G, 10), WB_ARG(wb_i64, K, 11),          \
-        WB_ARG(wb_i64, S, 12), WB_ARG(wb_i64, cpg, 13), WB_ARG(wb_wide, eps, 14),    \
-        WB_ARG(int, has_w, 15), WB_ARG(int, has_b, 16) WB_THREAD_ARGS) {             \
+        WB_ARG(wb_i64, M, 9), WB_ARG(wb_i64, G, 10), WB_ARG(wb_i64, K, 11),         \
+        WB_ARG(wb_i64, S, 12), WB_ARG(wb_i64, cpg, 13), WB_ARG(wb_wide, eps, 14),   \
+        WB_ARG(int, has_w, 15), WB_ARG(int, has_b, 16) WB_THREAD_ARGS) {            \
         typedef Acc<T>::type C;                                                     \
         WB_SHARED C buf[32];                                                        \
         for (wb_i64 row = WB_BLOCK_ID; row < M; row += WB_BLOCKS) {                 \
@@ -40,13 +23,13 @@ template <typename C> WB_DEVICE C gn_block_sum(C v, WB_SHARED_PTR(C) buf WB_THRE
             C s = 0;                                                                \
             for (wb_i64 k = WB_THREAD; k < K; k += WB_THREADS)                      \
                 s += wb_load(x[wb_offset(lx, base + k)]);                           \
-            C mean = gn_block_sum(s, buf WB_THREAD_PASS) / (C)K;                    \
+            C mean = wb_block_sum(s, buf WB_THREAD_PASS) / (C)K;                    \
             C sq = 0;                                                               \
             for (wb_i64 k = WB_THREAD; k < K; k += WB_THREADS) {                    \
                 C d = wb_load(x[wb_offset(lx, base + k)]) - mean;                   \
                 sq += d * d;                                                        \
             }                                                                       \
-            C rstd = (C)1 / sqrt(gn_block_sum(sq, buf WB_THREAD_PASS) / (C)K + (C)eps); \
+            C rstd = (C)1 / sqrt(wb_block_sum(sq, buf WB_THREAD_PASS) / (C)K + (C)eps); \
             if (WB_THREAD == 0) {                                                   \
                 mean_out[row] = mean;                                               \
                 rstd_out[row] = rstd;                                               \

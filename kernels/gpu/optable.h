@@ -48,6 +48,7 @@
     K(floor, x, name, T) \
     K(round, x, name, T) \
     K(sign, int_sign(x), name, T) \
+    K(bitwise_not, (C)(~x), name, T) \
     /* end */
 
 #define WB_INT_BOOL_UNARY(K, name, T) \
@@ -70,6 +71,8 @@
     K(floor_div, floor(a / b), name, T) \
     K(remainder, py_remainder(a, b), name, T) \
     K(atan2, atan2(a, b), name, T) \
+    K(fmod, fmod(a, b), name, T) \
+    K(copysign, copysign(a, b), name, T) \
     /* end */
 
 #define WB_INT_BINARY(K, name, T) \
@@ -81,6 +84,12 @@
     K(pow, int_pow(a, b), name, T) \
     K(floor_div, int_floor_div(a, b), name, T) \
     K(remainder, int_remainder(a, b), name, T) \
+    K(fmod, b == (C)0 ? (C)0 : (C)(a % b), name, T) \
+    K(bitwise_and, (C)(a & b), name, T) \
+    K(bitwise_or, (C)(a | b), name, T) \
+    K(bitwise_xor, (C)(a ^ b), name, T) \
+    K(left_shift, (b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)0 : (C)(a << b), name, T) \
+    K(right_shift, (b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)(a < (C)0 ? -1 : 0) : (C)(a >> b), name, T) \
     /* end */
 
 #define WB_LOGICAL_BINARY(K, name, T) \
@@ -96,4 +105,24 @@
     K(le, a <= b, name, T) \
     K(gt, a > b, name, T) \
     K(ge, a >= b, name, T) \
+    /* end */
+
+#define WB_WIDENING_REDUCE(K, name, T) \
+    K(sum, a + b, (A)0, name, T) \
+    K(prod, a * b, (A)1, name, T) \
+    /* end */
+
+#define WB_VALUE_REDUCE(K, name, T) \
+    K(max, (a != a || a > b) ? a : b, wb_lowest<A>(), name, T) \
+    K(min, (a != a || a < b) ? a : b, wb_highest<A>(), name, T) \
+    /* end */
+
+#define WB_BOOL_REDUCE(K, name, T) \
+    K(any, (A)((a != (A)0) || (b != (A)0)), (A)0, name, T) \
+    K(all, (A)((a != (A)0) && (b != (A)0)), (A)1, name, T) \
+    /* end */
+
+#define WB_ARG_REDUCE(K, name, T) \
+    K(argmax, a > b, name, T) \
+    K(argmin, a < b, name, T) \
     /* end */

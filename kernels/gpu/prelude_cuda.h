@@ -24,7 +24,7 @@
 #define WB_THREAD_PARAMS
 #define WB_THREAD_PASS
 // How helpers take a Layout parameter.
-#define WB_LAYOUT_REF const Layout&
+#define WB_LAYOUT_REF WB_REF(Layout)
 // The global thread index and the grid's thread count (for grid-stride loops).
 #define WB_GLOBAL_ID blockIdx.x * (long long)blockDim.x + threadIdx.x
 #define WB_GLOBAL_SIZE (long long)blockDim.x * gridDim.x
@@ -37,11 +37,18 @@
 #define WB_SHARED __shared__
 #define WB_SHARED_PTR(T) T*
 #define WB_BARRIER() __syncthreads()
-// Per target: v from the lane o above in the 32-lane warp.
-#define WB_SHUFFLE_DOWN(v, o) __shfl_down_sync(0xffffffffu, v, o)
+// Dynamic block-shared memory (its size set at launch): declared in the body on CUDA, a
+// kernel parameter on Metal (WB_DYNAMIC_SHARED_ARG goes just before WB_THREAD_ARGS).
+#define WB_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#define WB_DYNAMIC_SHARED_ARG(T, name)
+// Address space of a pointer into device memory, and how helpers take a struct parameter
+// (a read-only reference: on Metal it lives in the constant address space).
+#define WB_GLOBAL
+#define WB_REF(T) const T&
 
 typedef long long wb_i64;
 typedef unsigned long long wb_u64;
+typedef signed char wb_i8;
 typedef double wb_wide;  // scalars cross from the host in this type
 typedef __half f16;
 typedef __nv_bfloat16 bf16;
@@ -51,3 +58,24 @@ typedef __nv_bfloat16 bf16;
 #define WB_BF16_TO_F32(x) __bfloat162float(x)
 #define WB_F32_TO_F16(x) __float2half_rn(x)
 #define WB_F32_TO_BF16(x) __float2bfloat16_rn(x)
+#define WB_F16_BITS_TO_F32(bits) __half2float(__ushort_as_half(bits))
+
+// v from the lane o above in the 32-lane warp (lanes past the end keep their own v).
+// __shfl_down_sync has no 1- and 2-byte overloads: those go through int.
+template <typename T> WB_FN T wb_shuffle_down(T v, int o) {
+    return __shfl_down_sync(0xffffffffu, v, o);
+}
+WB_FN unsigned char wb_shuffle_down(unsigned char v, int o) {
+    return (unsigned char)__shfl_down_sync(0xffffffffu, (int)v, o);
+}
+WB_FN short wb_shuffle_down(short v, int o) {
+    return (short)__shfl_down_sync(0xffffffffu, (int)v, o);
+}
+
+// base[i] += v atomically: atomicAdd for f32, f64, i32, f16 and bf16 (sm_70+; bf16 natively
+// from sm_90, a 16-bit compare-and-swap loop in the toolkit before); i64 through the unsigned
+// overload (two's complement: the same bits).
+template <typename T> WB_FN void wb_atomic_add(T* base, wb_i64 i, T v) { atomicAdd(base + i, v); }
+WB_FN void wb_atomic_add(wb_i64* base, wb_i64 i, wb_i64 v) {
+    atomicAdd((wb_u64*)(base + i), (wb_u64)v);
+}

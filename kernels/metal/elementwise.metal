@@ -22,7 +22,7 @@ using namespace metal;
     uint wb_gsize [[threads_per_grid]]
 #define WB_THREAD_PARAMS , uint wb_tid, uint wb_nthreads
 #define WB_THREAD_PASS , wb_tid, wb_nthreads
-#define WB_LAYOUT_REF constant Layout&
+#define WB_LAYOUT_REF WB_REF(Layout)
 #define WB_GLOBAL_ID (wb_i64)wb_gid
 #define WB_GLOBAL_SIZE (wb_i64)wb_gsize
 #define WB_BLOCK_ID wb_bid
@@ -32,11 +32,14 @@ using namespace metal;
 #define WB_SHARED threadgroup
 #define WB_SHARED_PTR(T) threadgroup T*
 #define WB_BARRIER() threadgroup_barrier(mem_flags::mem_threadgroup)
-// Per target: v from the lane o above in the 32-lane simdgroup.
-#define WB_SHUFFLE_DOWN(v, o) simd_shuffle_down(v, (ushort)(o))
+#define WB_DYNAMIC_SHARED(T, name)
+#define WB_DYNAMIC_SHARED_ARG(T, name) , threadgroup T* name [[threadgroup(0)]]
+#define WB_GLOBAL device
+#define WB_REF(T) constant T&
 
 typedef long wb_i64;
 typedef ulong wb_u64;
+typedef char wb_i8;
 typedef float wb_wide;
 typedef half f16;
 typedef bfloat bf16;
@@ -45,6 +48,63 @@ typedef bfloat bf16;
 #define WB_BF16_TO_F32(x) ((float)(x))
 #define WB_F32_TO_F16(x) ((half)(x))
 #define WB_F32_TO_BF16(x) ((bfloat)(x))
+#define WB_F16_BITS_TO_F32(bits) ((float)as_type<half>((ushort)(bits)))
+
+// v from the lane o above in the 32-lane simdgroup. 64-bit values move as two 32-bit halves
+// and 1- and 2-byte ones widened (types every MSL version shuffles).
+template <typename T> inline T wb_shuffle_down(T v, int o) {
+    return simd_shuffle_down(v, (ushort)o);
+}
+inline long wb_shuffle_down(long v, int o) {
+    return as_type<long>(simd_shuffle_down(as_type<uint2>(v), (ushort)o));
+}
+inline ulong wb_shuffle_down(ulong v, int o) {
+    return as_type<ulong>(simd_shuffle_down(as_type<uint2>(v), (ushort)o));
+}
+inline uchar wb_shuffle_down(uchar v, int o) {
+    return (uchar)simd_shuffle_down((ushort)v, (ushort)o);
+}
+inline short wb_shuffle_down(short v, int o) {
+    return (short)simd_shuffle_down((int)v, (ushort)o);
+}
+
+// base[i] += v atomically, with relaxed order (only the final sums are read).
+//   f32: atomic_float (MSL 3.0, which the prelude needs anyway: bfloat is MSL 3.1);
+//   i32: atomic_int; i64: Metal has no 64-bit atomic add on most GPUs, so the low word is
+//   added with a 32-bit atomic and its carry into the high word (exact modulo 2^64, like
+//   one 64-bit add, once every add has finished);
+//   f16, bf16: a compare-and-swap loop on the 32-bit word holding the element (the buffer
+//   must start 4-byte aligned), adding in f32 and rounding to the half type.
+inline void wb_atomic_add(device float* base, long i, float v) {
+    atomic_fetch_add_explicit((device atomic_float*)(base + i), v, memory_order_relaxed);
+}
+inline void wb_atomic_add(device int* base, long i, int v) {
+    atomic_fetch_add_explicit((device atomic_int*)(base + i), v, memory_order_relaxed);
+}
+inline void wb_atomic_add(device long* base, long i, long v) {
+    device atomic_uint* word = (device atomic_uint*)(base + i);
+    uint lo = (uint)v, hi = (uint)((ulong)v >> 32);
+    uint old = atomic_fetch_add_explicit(word, lo, memory_order_relaxed);
+    uint carry = old + lo < old ? 1u : 0u;
+    atomic_fetch_add_explicit(word + 1, hi + carry, memory_order_relaxed);
+}
+template <typename H> inline void wb_atomic_add_half(device H* base, long i, H v) {
+    device atomic_uint* word = (device atomic_uint*)base + (i >> 1);
+    uint shift = (uint)(i & 1) * 16u;
+    uint old = atomic_load_explicit(word, memory_order_relaxed);
+    for (;;) {
+        H now = as_type<H>((ushort)(old >> shift));
+        uint sum = (uint)as_type<ushort>((H)((float)now + (float)v));
+        uint next = (old & ~(0xffffu << shift)) | (sum << shift);
+        if (atomic_compare_exchange_weak_explicit(word, &old, next, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+inline void wb_atomic_add(device half* base, long i, half v) { wb_atomic_add_half(base, i, v); }
+inline void wb_atomic_add(device bfloat* base, long i, bfloat v) {
+    wb_atomic_add_half(base, i, v);
+}
 
 // ---- per-target maths: the Metal standard library has no erf, log1p, expm1 ------------------
 // erf: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as f32 needs).
@@ -72,9 +132,12 @@ inline float expm1(float x) {
 //
 // Words a body uses instead of a target's own: WB_KERNEL (entry point), WB_FN (helper),
 // WB_OUT / WB_IN / WB_ARG (parameters: buffers and values, with Metal's buffer slot),
-// WB_THREAD_ARGS (closes a parameter list), WB_LAYOUT_REF, WB_GLOBAL_ID / WB_GLOBAL_SIZE,
-// wb_i64 / wb_u64 / wb_wide, f16 / bf16 and their WB_*_TO_* conversions. f64 exists where
-// WB_HAS_F64 (not on Metal). Anything else a target does differently lives in its prelude.
+// WB_THREAD_ARGS (closes a parameter list), WB_REF / WB_LAYOUT_REF, WB_GLOBAL (pointers into
+// device memory), WB_GLOBAL_ID / WB_GLOBAL_SIZE, the block words (WB_BLOCK_ID, WB_THREAD,
+// WB_SHARED, WB_DYNAMIC_SHARED, WB_BARRIER, wb_shuffle_down), wb_atomic_add(base, i, v),
+// wb_i64 / wb_u64 / wb_i8 / wb_wide, f16 / bf16 and their WB_*_TO_* conversions. f64 exists
+// where WB_HAS_F64 (not on Metal). Anything else a target does differently lives in its
+// prelude.
 //
 // A Layout travels BY VALUE as a kernel parameter (no device allocation per launch):
 // ndim, a contiguity flag, the offset and up to WB_MAX_DIMS sizes and strides in ELEMENTS.
@@ -110,9 +173,14 @@ WB_FN wb_i64 wb_offset(WB_LAYOUT_REF l, wb_i64 i) {
     return off;
 }
 
+// min / max of two values of one type (the targets' own overload sets differ).
+template <typename T> WB_FN T wb_min(T a, T b) { return a < b ? a : b; }
+template <typename T> WB_FN T wb_max(T a, T b) { return a > b ? a : b; }
+
 #define WB_LOOP(i, n) for (wb_i64 i = WB_GLOBAL_ID; i < (n); i += WB_GLOBAL_SIZE)
 
 typedef unsigned char wb_bool;
+typedef wb_i8 i8;
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef short i16;
@@ -200,6 +268,7 @@ template <> struct Store<bf16> {
     K(floor, x, name, T) \
     K(round, x, name, T) \
     K(sign, int_sign(x), name, T) \
+    K(bitwise_not, (C)(~x), name, T) \
     /* end */
 
 #define WB_INT_BOOL_UNARY(K, name, T) \
@@ -222,6 +291,8 @@ template <> struct Store<bf16> {
     K(floor_div, floor(a / b), name, T) \
     K(remainder, py_remainder(a, b), name, T) \
     K(atan2, atan2(a, b), name, T) \
+    K(fmod, fmod(a, b), name, T) \
+    K(copysign, copysign(a, b), name, T) \
     /* end */
 
 #define WB_INT_BINARY(K, name, T) \
@@ -233,6 +304,12 @@ template <> struct Store<bf16> {
     K(pow, int_pow(a, b), name, T) \
     K(floor_div, int_floor_div(a, b), name, T) \
     K(remainder, int_remainder(a, b), name, T) \
+    K(fmod, b == (C)0 ? (C)0 : (C)(a % b), name, T) \
+    K(bitwise_and, (C)(a & b), name, T) \
+    K(bitwise_or, (C)(a | b), name, T) \
+    K(bitwise_xor, (C)(a ^ b), name, T) \
+    K(left_shift, (b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)0 : (C)(a << b), name, T) \
+    K(right_shift, (b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)(a < (C)0 ? -1 : 0) : (C)(a >> b), name, T) \
     /* end */
 
 #define WB_LOGICAL_BINARY(K, name, T) \
@@ -248,6 +325,26 @@ template <> struct Store<bf16> {
     K(le, a <= b, name, T) \
     K(gt, a > b, name, T) \
     K(ge, a >= b, name, T) \
+    /* end */
+
+#define WB_WIDENING_REDUCE(K, name, T) \
+    K(sum, a + b, (A)0, name, T) \
+    K(prod, a * b, (A)1, name, T) \
+    /* end */
+
+#define WB_VALUE_REDUCE(K, name, T) \
+    K(max, (a != a || a > b) ? a : b, wb_lowest<A>(), name, T) \
+    K(min, (a != a || a < b) ? a : b, wb_highest<A>(), name, T) \
+    /* end */
+
+#define WB_BOOL_REDUCE(K, name, T) \
+    K(any, (A)((a != (A)0) || (b != (A)0)), (A)0, name, T) \
+    K(all, (A)((a != (A)0) && (b != (A)0)), (A)1, name, T) \
+    /* end */
+
+#define WB_ARG_REDUCE(K, name, T) \
+    K(argmax, a > b, name, T) \
+    K(argmin, a < b, name, T) \
     /* end */
 
 // Elementwise kernels: unary, binary, scalar, comparison, where, affine, powf, elu, clamp,

@@ -5,9 +5,14 @@ storage's transfer and view logic runs end to end without a GPU."""
 from __future__ import annotations
 
 import struct
+import sys
+from contextlib import contextmanager
 
 import numpy as np
 
+from workbench.backends.cuda import compile as cuda_compile
+from workbench.backends.cuda import driver as cuda_driver
+from workbench.backends.cuda import runtime as cuda_runtime
 from workbench.backends.cuda.driver import OutOfMemoryError
 from workbench.backends.gpu.params import LAYOUT_FORMAT, LAYOUT_SIZE, MAX_DIMS
 
@@ -168,3 +173,22 @@ def element_offset(layout: dict, i: int) -> int:
         i, r = divmod(i, size)
         off += r * stride
     return off
+
+
+@contextmanager
+def installed(driver, monkeypatch):
+    """``driver`` as the CUDA driver layer for the block: fresh runtime state, modules named
+    ``"<arch>/<source>"`` instead of compiled PTX, no fatbin."""
+    previous = cuda_driver.set_driver(driver)
+    cuda_runtime.reset()
+    monkeypatch.setattr(cuda_compile, "ptx_path", lambda name, arch, *a, **k: f"{arch}/{name}")
+    monkeypatch.setattr(cuda_compile, "fatbin_image", lambda name, capability, *a: None)
+    try:
+        yield driver
+    finally:
+        cuda_driver.set_driver(previous)
+        cuda_runtime.reset()
+        # the cuda Devices used under the driver remember its backend (wb.device is the function)
+        make_device = sys.modules["workbench.device"]._device
+        for index in range(driver.devices):
+            object.__setattr__(make_device("cuda", index), "_backend", None)

@@ -2,7 +2,7 @@
 
 Without a GPU: the storage runs against the fake driver, whose launches of ``pad_b*``,
 ``pad_backward_*``, ``group_norm_*`` and ``cast_*`` are emulated here in Python, statement for
-statement after ``kernels/cuda/pad.cu`` and ``kernels/cuda/norm.cu``, from the packed argument
+statement after ``kernels/gpu/pad.h`` and ``kernels/gpu/norm.h``, from the packed argument
 buffer. That checks the argument packing, the dim merging, grid sizes and the index maths
 against the CPU storage; the kernels' own compilation is ``test_cuda_kernels_compile.py``'s.
 With a GPU (``gpu`` marker): the ops against PyTorch, forward and gradients.

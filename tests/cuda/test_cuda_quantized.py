@@ -29,7 +29,7 @@ def _half(b, at):
     return float(np.asarray(b[at : at + 2], np.uint8).view(np.float16)[0])
 
 
-# Python transcriptions of the device functions in kernels/cuda/quantized.cu (same index
+# Python transcriptions of the device functions in kernels/gpu/quantized.h (same index
 # maths, one value k of one block b), checked against the CPU codecs: no GPU needed.
 def _q4_0(b, k):
     q = (b[2 + k] & 0xF) if k < 16 else (b[2 + k - 16] >> 4)
@@ -109,7 +109,7 @@ def test_launches(fake):
     x = CudaStorage.from_numpy(np.ones(64, np.float32))
     y = cq.qmatvec(raw, "Q4_0", 2, 64, x, Layout.contiguous((64,)))
     name, grid, block, _ = fake.launches[-1]
-    assert name == "qmatvec_q4_0_f32" and block == (32, 8, 1) and grid == (1, 1, 1)
+    assert name == "qmatvec_q4_0_f32" and block == (256, 1, 1) and grid == (1, 1, 1)  # 8 warps
     assert y.size == 2
     with pytest.raises(UnsupportedOnDevice, match="Q2_K"):
         cq.dequantize(raw, "Q2_K")

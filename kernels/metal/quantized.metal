@@ -1,0 +1,517 @@
+// Generated from kernels/gpu/quantized.h by
+// `python -m workbench.backends.gpu.metal_sources`: do not edit.
+
+// Metal prelude of the portable kernel dialect (see common.h): what the dialect's words mean
+// for the Metal shading language. Generated kernels/metal/*.metal start with it.
+#include <metal_stdlib>
+using namespace metal;
+
+#define WB_TARGET_METAL 1
+#define WB_HAS_F64 0  // Metal has no double: f64 kernels are CUDA-only
+
+#define WB_KERNEL kernel void
+#define WB_KERNEL_BOUNDED(N) [[max_total_threads_per_threadgroup(N)]] kernel void
+#define WB_FN inline
+#define WB_DEVICE inline
+#define WB_OUT(T, name, slot) device T* name [[buffer(slot)]]
+#define WB_IN(T, name, slot) device const T* name [[buffer(slot)]]
+#define WB_ARG(T, name, slot) constant T& name [[buffer(slot)]]
+#define WB_THREAD_ARGS , uint wb_gid [[thread_position_in_grid]], \
+    uint wb_tid [[thread_index_in_threadgroup]], uint wb_nthreads [[threads_per_threadgroup]], \
+    uint wb_bid [[threadgroup_position_in_grid]], uint wb_nblocks [[threadgroups_per_grid]], \
+    uint wb_gsize [[threads_per_grid]]
+#define WB_THREAD_PARAMS , uint wb_tid, uint wb_nthreads
+#define WB_THREAD_PASS , wb_tid, wb_nthreads
+#define WB_LAYOUT_REF WB_REF(Layout)
+#define WB_GLOBAL_ID (wb_i64)wb_gid
+#define WB_GLOBAL_SIZE (wb_i64)wb_gsize
+#define WB_BLOCK_ID wb_bid
+#define WB_BLOCKS wb_nblocks
+#define WB_THREAD wb_tid
+#define WB_THREADS wb_nthreads
+#define WB_SHARED threadgroup
+#define WB_SHARED_PTR(T) threadgroup T*
+#define WB_BARRIER() threadgroup_barrier(mem_flags::mem_threadgroup)
+#define WB_DYNAMIC_SHARED(T, name)
+#define WB_DYNAMIC_SHARED_ARG(T, name) , threadgroup T* name [[threadgroup(0)]]
+#define WB_GLOBAL device
+#define WB_REF(T) constant T&
+
+typedef long wb_i64;
+typedef ulong wb_u64;
+typedef char wb_i8;
+typedef float wb_wide;
+typedef half f16;
+typedef bfloat bf16;
+
+#define WB_F16_TO_F32(x) ((float)(x))
+#define WB_BF16_TO_F32(x) ((float)(x))
+#define WB_F32_TO_F16(x) ((half)(x))
+#define WB_F32_TO_BF16(x) ((bfloat)(x))
+#define WB_F16_BITS_TO_F32(bits) ((float)as_type<half>((ushort)(bits)))
+
+// v from the lane o above in the 32-lane simdgroup. 64-bit values move as two 32-bit halves
+// and 1- and 2-byte ones widened (types every MSL version shuffles).
+template <typename T> inline T wb_shuffle_down(T v, int o) {
+    return simd_shuffle_down(v, (ushort)o);
+}
+inline long wb_shuffle_down(long v, int o) {
+    return as_type<long>(simd_shuffle_down(as_type<uint2>(v), (ushort)o));
+}
+inline ulong wb_shuffle_down(ulong v, int o) {
+    return as_type<ulong>(simd_shuffle_down(as_type<uint2>(v), (ushort)o));
+}
+inline uchar wb_shuffle_down(uchar v, int o) {
+    return (uchar)simd_shuffle_down((ushort)v, (ushort)o);
+}
+inline short wb_shuffle_down(short v, int o) {
+    return (short)simd_shuffle_down((int)v, (ushort)o);
+}
+
+// base[i] += v atomically, with relaxed order (only the final sums are read).
+//   f32: atomic_float (MSL 3.0, which the prelude needs anyway: bfloat is MSL 3.1);
+//   i32: atomic_int; i64: Metal has no 64-bit atomic add on most GPUs, so the low word is
+//   added with a 32-bit atomic and its carry into the high word (exact modulo 2^64, like
+//   one 64-bit add, once every add has finished);
+//   f16, bf16: a compare-and-swap loop on the 32-bit word holding the element (the buffer
+//   must start 4-byte aligned), adding in f32 and rounding to the half type.
+inline void wb_atomic_add(device float* base, long i, float v) {
+    atomic_fetch_add_explicit((device atomic_float*)(base + i), v, memory_order_relaxed);
+}
+inline void wb_atomic_add(device int* base, long i, int v) {
+    atomic_fetch_add_explicit((device atomic_int*)(base + i), v, memory_order_relaxed);
+}
+inline void wb_atomic_add(device long* base, long i, long v) {
+    device atomic_uint* word = (device atomic_uint*)(base + i);
+    uint lo = (uint)v, hi = (uint)((ulong)v >> 32);
+    uint old = atomic_fetch_add_explicit(word, lo, memory_order_relaxed);
+    uint carry = old + lo < old ? 1u : 0u;
+    atomic_fetch_add_explicit(word + 1, hi + carry, memory_order_relaxed);
+}
+template <typename H> inline void wb_atomic_add_half(device H* base, long i, H v) {
+    device atomic_uint* word = (device atomic_uint*)base + (i >> 1);
+    uint shift = (uint)(i & 1) * 16u;
+    uint old = atomic_load_explicit(word, memory_order_relaxed);
+    for (;;) {
+        H now = as_type<H>((ushort)(old >> shift));
+        uint sum = (uint)as_type<ushort>((H)((float)now + (float)v));
+        uint next = (old & ~(0xffffu << shift)) | (sum << shift);
+        if (atomic_compare_exchange_weak_explicit(word, &old, next, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+inline void wb_atomic_add(device half* base, long i, half v) { wb_atomic_add_half(base, i, v); }
+inline void wb_atomic_add(device bfloat* base, long i, bfloat v) {
+    wb_atomic_add_half(base, i, v);
+}
+
+// ---- per-target maths: the Metal standard library has no erf, log1p, expm1 ------------------
+// erf: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as f32 needs).
+inline float erf(float x) {
+    float z = fabs(x);
+    float t = 1.0f / (1.0f + 0.3275911f * z);
+    float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+              t * (-1.453152027f + t * 1.061405429f))));
+    return copysign(1.0f - p * exp(-z * z), x);
+}
+// log1p and expm1 without cancellation near 0 (Goldberg's and Kahan's tricks).
+inline float log1p(float x) {
+    float u = 1.0f + x;
+    return u == 1.0f ? x : log(u) * (x / (u - 1.0f));
+}
+inline float expm1(float x) {
+    float u = exp(x);
+    if (u == 1.0f) return x;
+    float um1 = u - 1.0f;
+    return um1 == -1.0f ? -1.0f : um1 * (x / log(u));
+}
+
+// The portable kernel dialect: kernel bodies written once, compiled by nvcc (after
+// prelude_cuda.h) and by Metal (after prelude_metal.h, see backends/gpu/metal_sources.py).
+//
+// Words a body uses instead of a target's own: WB_KERNEL (entry point), WB_FN (helper),
+// WB_OUT / WB_IN / WB_ARG (parameters: buffers and values, with Metal's buffer slot),
+// WB_THREAD_ARGS (closes a parameter list), WB_REF / WB_LAYOUT_REF, WB_GLOBAL (pointers into
+// device memory), WB_GLOBAL_ID / WB_GLOBAL_SIZE, the block words (WB_BLOCK_ID, WB_THREAD,
+// WB_SHARED, WB_DYNAMIC_SHARED, WB_BARRIER, wb_shuffle_down), wb_atomic_add(base, i, v),
+// wb_i64 / wb_u64 / wb_i8 / wb_wide, f16 / bf16 and their WB_*_TO_* conversions. f64 exists
+// where WB_HAS_F64 (not on Metal). Anything else a target does differently lives in its
+// prelude.
+//
+// A Layout travels BY VALUE as a kernel parameter (no device allocation per launch):
+// ndim, a contiguity flag, the offset and up to WB_MAX_DIMS sizes and strides in ELEMENTS.
+// backends/gpu/params.py packs it with the same field order and alignment.
+
+#define WB_MAX_DIMS 8
+
+// WB_IF_F64(code): the code only where the target has f64.
+#if WB_HAS_F64
+#define WB_IF_F64(...) __VA_ARGS__
+#else
+#define WB_IF_F64(...)
+#endif
+
+struct Layout {
+    int ndim;
+    int contiguous;
+    wb_i64 offset;
+    wb_i64 shape[WB_MAX_DIMS];
+    wb_i64 strides[WB_MAX_DIMS];
+};
+
+// Element offset of the i-th element (C order over layout.shape).
+WB_FN wb_i64 wb_offset(WB_LAYOUT_REF l, wb_i64 i) {
+    if (l.contiguous) return l.offset + i;
+    wb_i64 off = l.offset;
+    for (int d = l.ndim - 1; d >= 0; --d) {
+        wb_i64 s = l.shape[d];
+        wb_i64 q = i / s;
+        off += (i - q * s) * l.strides[d];
+        i = q;
+    }
+    return off;
+}
+
+// min / max of two values of one type (the targets' own overload sets differ).
+template <typename T> WB_FN T wb_min(T a, T b) { return a < b ? a : b; }
+template <typename T> WB_FN T wb_max(T a, T b) { return a > b ? a : b; }
+
+#define WB_LOOP(i, n) for (wb_i64 i = WB_GLOBAL_ID; i < (n); i += WB_GLOBAL_SIZE)
+
+typedef unsigned char wb_bool;
+typedef wb_i8 i8;
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef short i16;
+typedef int i32;
+typedef wb_i64 i64;
+typedef float f32;
+WB_IF_F64(typedef double f64;)
+
+// Compute type: halves compute in f32, everything else natively.
+template <typename T> struct Acc { typedef T type; };
+template <> struct Acc<f16> { typedef float type; };
+template <> struct Acc<bf16> { typedef float type; };
+
+template <typename T> WB_FN typename Acc<T>::type wb_load(T x) { return x; }
+template <> WB_FN float wb_load<f16>(f16 x) { return WB_F16_TO_F32(x); }
+template <> WB_FN float wb_load<bf16>(bf16 x) { return WB_BF16_TO_F32(x); }
+
+// Any arithmetic value -> T (halves round to nearest even from f32).
+template <typename T> struct Store {
+    template <typename S> WB_FN static T from(S x) { return (T)x; }
+};
+template <> struct Store<f16> {
+    template <typename S> WB_FN static f16 from(S x) {
+        return WB_F32_TO_F16((float)x);
+    }
+};
+template <> struct Store<bf16> {
+    template <typename S> WB_FN static bf16 from(S x) {
+        return WB_F32_TO_BF16((float)x);
+    }
+};
+
+// Every dtype; X(name, type). bool is stored as one byte (0 or 1).
+#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i16, i16) X(i32, i32) X(i64, i64)
+#define WB_FLOAT_DTYPES(X) X(f16, f16) X(bf16, bf16) X(f32, f32) WB_IF_F64(X(f64, f64))
+#define WB_NUM_DTYPES(X) WB_INT_DTYPES(X) WB_FLOAT_DTYPES(X)
+#define WB_ALL_DTYPES(X) X(bool, wb_bool) WB_NUM_DTYPES(X)
+
+// Generated from backends/optable.py by `python -m workbench.backends.optable`:
+// do not edit. Each list is K(op, expr, name, T) per op; the kernel sources define K.
+
+#define WB_FLOAT_UNARY(K, name, T) \
+    K(exp, exp(x), name, T) \
+    K(log, log(x), name, T) \
+    K(sin, sin(x), name, T) \
+    K(cos, cos(x), name, T) \
+    K(tan, tan(x), name, T) \
+    K(tanh, tanh(x), name, T) \
+    K(abs, fabs(x), name, T) \
+    K(neg, -x, name, T) \
+    K(recip, (C)1 / x, name, T) \
+    K(sqr, x * x, name, T) \
+    K(sqrt, sqrt(x), name, T) \
+    K(rsqrt, (C)1 / sqrt(x), name, T) \
+    K(gelu, (C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x))), name, T) \
+    K(gelu_erf, (C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476)), name, T) \
+    K(erf, erf(x), name, T) \
+    K(relu, (x != x || x > (C)0) ? x : (C)0, name, T) \
+    K(silu, x / ((C)1 + exp(-x)), name, T) \
+    K(sigmoid, (C)1 / ((C)1 + exp(-x)), name, T) \
+    K(ceil, ceil(x), name, T) \
+    K(floor, floor(x), name, T) \
+    K(round, rint(x), name, T) \
+    K(sign, x != x ? x : (C)((x > (C)0) - (x < (C)0)), name, T) \
+    K(log1p, log1p(x), name, T) \
+    K(expm1, expm1(x), name, T) \
+    K(asin, asin(x), name, T) \
+    K(acos, acos(x), name, T) \
+    K(atan, atan(x), name, T) \
+    K(sinh, sinh(x), name, T) \
+    K(cosh, cosh(x), name, T) \
+    /* end */
+
+#define WB_FLOAT_BOOL_UNARY(K, name, T) \
+    K(isnan, x != x, name, T) \
+    K(isinf, isinf(x), name, T) \
+    /* end */
+
+#define WB_INT_UNARY(K, name, T) \
+    K(abs, int_abs(x), name, T) \
+    K(neg, (C)(-x), name, T) \
+    K(sqr, (C)(x * x), name, T) \
+    K(relu, x > (C)0 ? x : (C)0, name, T) \
+    K(ceil, x, name, T) \
+    K(floor, x, name, T) \
+    K(round, x, name, T) \
+    K(sign, int_sign(x), name, T) \
+    K(bitwise_not, (C)(~x), name, T) \
+    /* end */
+
+#define WB_INT_BOOL_UNARY(K, name, T) \
+    K(isnan, false, name, T) \
+    K(isinf, false, name, T) \
+    /* end */
+
+#define WB_ANY_BOOL_UNARY(K, name, T) \
+    K(logical_not, x == (C)0, name, T) \
+    /* end */
+
+#define WB_FLOAT_BINARY(K, name, T) \
+    K(add, a + b, name, T) \
+    K(sub, a - b, name, T) \
+    K(mul, a * b, name, T) \
+    K(div, a / b, name, T) \
+    K(maximum, (a != a || a > b) ? a : b, name, T) \
+    K(minimum, (a != a || a < b) ? a : b, name, T) \
+    K(pow, pow(a, b), name, T) \
+    K(floor_div, floor(a / b), name, T) \
+    K(remainder, py_remainder(a, b), name, T) \
+    K(atan2, atan2(a, b), name, T) \
+    K(fmod, fmod(a, b), name, T) \
+    K(copysign, copysign(a, b), name, T) \
+    /* end */
+
+#define WB_INT_BINARY(K, name, T) \
+    K(add, a + b, name, T) \
+    K(sub, a - b, name, T) \
+    K(mul, a * b, name, T) \
+    K(maximum, a > b ? a : b, name, T) \
+    K(minimum, a < b ? a : b, name, T) \
+    K(pow, int_pow(a, b), name, T) \
+    K(floor_div, int_floor_div(a, b), name, T) \
+    K(remainder, int_remainder(a, b), name, T) \
+    K(fmod, b == (C)0 ? (C)0 : (C)(a % b), name, T) \
+    K(bitwise_and, (C)(a & b), name, T) \
+    K(bitwise_or, (C)(a | b), name, T) \
+    K(bitwise_xor, (C)(a ^ b), name, T) \
+    K(left_shift, (b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)0 : (C)(a << b), name, T) \
+    K(right_shift, (b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)(a < (C)0 ? -1 : 0) : (C)(a >> b), name, T) \
+    /* end */
+
+#define WB_LOGICAL_BINARY(K, name, T) \
+    K(logical_and, (a != (C)0) && (b != (C)0), name, T) \
+    K(logical_or, (a != (C)0) || (b != (C)0), name, T) \
+    K(logical_xor, (a != (C)0) != (b != (C)0), name, T) \
+    /* end */
+
+#define WB_CMP_OPS(K, name, T) \
+    K(eq, a == b, name, T) \
+    K(ne, a != b, name, T) \
+    K(lt, a < b, name, T) \
+    K(le, a <= b, name, T) \
+    K(gt, a > b, name, T) \
+    K(ge, a >= b, name, T) \
+    /* end */
+
+#define WB_WIDENING_REDUCE(K, name, T) \
+    K(sum, a + b, (A)0, name, T) \
+    K(prod, a * b, (A)1, name, T) \
+    /* end */
+
+#define WB_VALUE_REDUCE(K, name, T) \
+    K(max, (a != a || a > b) ? a : b, wb_lowest<A>(), name, T) \
+    K(min, (a != a || a < b) ? a : b, wb_highest<A>(), name, T) \
+    /* end */
+
+#define WB_BOOL_REDUCE(K, name, T) \
+    K(any, (A)((a != (A)0) || (b != (A)0)), (A)0, name, T) \
+    K(all, (A)((a != (A)0) && (b != (A)0)), (A)1, name, T) \
+    /* end */
+
+#define WB_ARG_REDUCE(K, name, T) \
+    K(argmax, a > b, name, T) \
+    K(argmin, a < b, name, T) \
+    /* end */
+
+// Block (threadgroup) reductions in the portable dialect, for kernels that give one block to
+// each row: every thread folds its share of the row, then the block folds the threads'
+// partials with warp (simdgroup) shuffles and one shared slot per warp. The combining ops
+// are the op table's reductions (optable.h): wb_reduce_<op>::combine(a, b), ::identity<A>().
+// Blocks must be a multiple of 32 threads, at most 1024 (32 warps of 32 lanes).
+
+// The identities of max and min: the lowest and highest value of the accumulator type.
+template <typename A> WB_FN A wb_lowest();
+template <typename A> WB_FN A wb_highest();
+#define WB_LIMITS(T, lo, hi)                                                        \
+    template <> WB_FN T wb_lowest<T>() { return lo; }                               \
+    template <> WB_FN T wb_highest<T>() { return hi; }
+WB_LIMITS(float, -INFINITY, INFINITY)
+WB_IF_F64(WB_LIMITS(double, -(double)INFINITY, (double)INFINITY))
+WB_LIMITS(wb_bool, 0, 255)  // also u8 (the same C type)
+WB_LIMITS(u32, 0u, 0xffffffffu)
+WB_LIMITS(i16, -32768, 32767)
+WB_LIMITS(i32, -2147483647 - 1, 2147483647)
+WB_LIMITS(i64, -9223372036854775807L - 1, 9223372036854775807L)
+
+#define WB_REDUCE_FUNCTOR(op, combine_expr, identity_expr, name, T)                 \
+    struct wb_reduce_##op {                                                         \
+        template <typename A> WB_FN static A combine(A a, A b) { return combine_expr; } \
+        template <typename A> WB_FN static A identity() { return identity_expr; }   \
+    };
+WB_WIDENING_REDUCE(WB_REDUCE_FUNCTOR, _, _)
+WB_VALUE_REDUCE(WB_REDUCE_FUNCTOR, _, _)
+WB_BOOL_REDUCE(WB_REDUCE_FUNCTOR, _, _)
+
+// Op over the 32 lanes of a warp: lane 0 ends with the result.
+template <typename Op, typename A> WB_FN A wb_warp_reduce(A v) {
+    for (int o = 16; o > 0; o >>= 1) v = Op::combine(v, wb_shuffle_down(v, o));
+    return v;
+}
+
+// Op over every thread's v, returned to all of them; buf holds 32 values.
+template <typename Op, typename A>
+WB_DEVICE A wb_block_reduce(A v, WB_SHARED_PTR(A) buf WB_THREAD_PARAMS) {
+    v = wb_warp_reduce<Op>(v);
+    int lane = WB_THREAD & 31, warp = WB_THREAD >> 5;
+    if (lane == 0) buf[warp] = v;
+    WB_BARRIER();
+    if (warp == 0) {
+        v = WB_THREAD < (WB_THREADS >> 5) ? buf[lane] : Op::template identity<A>();
+        v = wb_warp_reduce<Op>(v);
+        if (lane == 0) buf[0] = v;
+    }
+    WB_BARRIER();
+    A r = buf[0];
+    WB_BARRIER();  // buf is free again when this returns
+    return r;
+}
+template <typename A> WB_DEVICE A wb_block_sum(A v, WB_SHARED_PTR(A) buf WB_THREAD_PARAMS) {
+    return wb_block_reduce<wb_reduce_sum>(v, buf WB_THREAD_PASS);
+}
+template <typename A> WB_DEVICE A wb_block_max(A v, WB_SHARED_PTR(A) buf WB_THREAD_PARAMS) {
+    return wb_block_reduce<wb_reduce_max>(v, buf WB_THREAD_PASS);
+}
+
+// GGUF (ggml) block formats: dequantization to f32 / f16 / bf16 and a matrix-vector product
+// for Q4_0 and Q8_0 weights (one warp of 32 lanes per output row, x in f32).
+// Block layouts (bytes): Q4_0 {half d; u8 qs[16]} 32 values; Q4_1 {half d, m; u8 qs[16]};
+// Q5_0 {half d; u8 qh[4]; u8 qs[16]}; Q5_1 {half d, m; u8 qh[4]; u8 qs[16]};
+// Q8_0 {half d; i8 qs[32]}; Q4_K {half d, dmin; u8 scales[12]; u8 qs[128]} 256 values;
+// Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; half d} 256 values.
+// Blocks are packed without padding, so halves are read byte-wise (no alignment assumed).
+// Names: dequantize_<type>_<out dtype>, qmatvec_<type>_f32.
+// Written in the portable dialect (common.h).
+
+typedef WB_GLOBAL const u8* wb_block;
+
+WB_FN float rd_half(wb_block p) {
+    return WB_F16_BITS_TO_F32((unsigned short)p[0] | ((unsigned short)p[1] << 8));
+}
+
+// Value k (0..31) of a 32-value block.
+WB_FN float q4_0(wb_block b, int k) {
+    int q = k < 16 ? (b[2 + k] & 0xF) : (b[2 + k - 16] >> 4);
+    return (float)(q - 8) * rd_half(b);
+}
+WB_FN float q4_1(wb_block b, int k) {
+    int q = k < 16 ? (b[4 + k] & 0xF) : (b[4 + k - 16] >> 4);
+    return (float)q * rd_half(b) + rd_half(b + 2);
+}
+WB_FN int q5_int(wb_block qh4, wb_block qs, int k) {
+    unsigned qh = (unsigned)qh4[0] | ((unsigned)qh4[1] << 8) | ((unsigned)qh4[2] << 16) |
+                  ((unsigned)qh4[3] << 24);
+    int lo = k < 16 ? (qs[k] & 0xF) : (qs[k - 16] >> 4);
+    int hi = (qh >> k) & 1;
+    return lo | (hi << 4);
+}
+WB_FN float q5_0(wb_block b, int k) {
+    return (float)(q5_int(b + 2, b + 6, k) - 16) * rd_half(b);
+}
+WB_FN float q5_1(wb_block b, int k) {
+    return (float)q5_int(b + 4, b + 8, k) * rd_half(b) + rd_half(b + 2);
+}
+WB_FN float q8_0(wb_block b, int k) {
+    return (float)((WB_GLOBAL const i8*)(b + 2))[k] * rd_half(b);
+}
+// 6-bit scale (first) and min (second) j (0..7) of a Q4_K super-block.
+struct ScaleMin {
+    int scale, min;
+};
+WB_FN ScaleMin k4_scale_min(int j, wb_block s) {
+    ScaleMin r;
+    if (j < 4) {
+        r.scale = s[j] & 63;
+        r.min = s[j + 4] & 63;
+    } else {
+        r.scale = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        r.min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+    return r;
+}
+WB_FN float q4_k(wb_block b, int k) {
+    int chunk = k / 64, within = k % 64, sub = 2 * chunk + within / 32;
+    ScaleMin sm = k4_scale_min(sub, b + 4);
+    u8 q = b[16 + chunk * 32 + within % 32];
+    int v = within < 32 ? (q & 0xF) : (q >> 4);
+    return rd_half(b) * (float)sm.scale * (float)v - rd_half(b + 2) * (float)sm.min;
+}
+WB_FN float q6_k(wb_block b, int k) {
+    int half = k / 128, r = k % 128, quarter = r / 32, l = r % 32;
+    wb_block ql = b + 64 * half;
+    wb_block qh = b + 128 + 32 * half;
+    WB_GLOBAL const i8* sc = (WB_GLOBAL const i8*)(b + 192) + 8 * half;
+    int low = (quarter & 1) ? ql[l + 32] : ql[l];
+    low = quarter < 2 ? (low & 0xF) : (low >> 4);
+    int high = (qh[l] >> (2 * quarter)) & 3;
+    int q = (low | (high << 4)) - 32;
+    return rd_half(b + 208) * (float)sc[l / 16 + 2 * quarter] * (float)q;
+}
+
+// X(type, values per block, bytes per block)
+#define WB_QTYPES(X) X(q4_0, 32, 18) X(q4_1, 32, 20) X(q5_0, 32, 22) X(q5_1, 32, 24) \
+    X(q8_0, 32, 34) X(q4_k, 256, 144) X(q6_k, 256, 210)
+
+#define DEQUANT_KERNEL(qt, QK, BYTES, oname, O)                                     \
+    WB_KERNEL dequantize_##qt##_##oname(WB_OUT(O, out, 0), WB_IN(u8, blocks, 1),    \
+                                        WB_ARG(wb_i64, n, 2) WB_THREAD_ARGS) {      \
+        WB_LOOP(i, n) {                                                             \
+            out[i] = Store<O>::from(qt(blocks + (i / QK) * BYTES, (int)(i % QK)));  \
+        }                                                                           \
+    }
+#define DEQUANT_ALL(qt, QK, BYTES)                                                  \
+    DEQUANT_KERNEL(qt, QK, BYTES, f32, f32)                                         \
+    DEQUANT_KERNEL(qt, QK, BYTES, f16, f16)                                         \
+    DEQUANT_KERNEL(qt, QK, BYTES, bf16, bf16)
+WB_QTYPES(DEQUANT_ALL)
+
+// y[r] = sum_k W[r, k] x[k]; W (rows, K) quantized row-major (K a multiple of the block size).
+// A block of 32 R threads serves R rows: warp w of block b takes row b R + w.
+#define MATVEC_KERNEL(qt, QK, BYTES)                                                \
+    WB_KERNEL qmatvec_##qt##_f32(WB_OUT(float, y, 0), WB_IN(u8, w, 1), WB_IN(float, x, 2), \
+                                 WB_ARG(wb_i64, rows, 3), WB_ARG(wb_i64, K, 4) WB_THREAD_ARGS) { \
+        wb_i64 row = (wb_i64)WB_BLOCK_ID * (WB_THREADS >> 5) + (WB_THREAD >> 5);    \
+        int lane = WB_THREAD & 31;                                                  \
+        if (row >= rows) return; /* the whole warp: its lanes share the row */      \
+        wb_block wr = w + row * (K / QK) * BYTES;                                   \
+        float acc = 0.f;                                                            \
+        for (wb_i64 k = lane; k < K; k += 32)                                       \
+            acc += qt(wr + (k / QK) * BYTES, (int)(k % QK)) * x[k];                 \
+        acc = wb_warp_reduce<wb_reduce_sum>(acc);                                   \
+        if (lane == 0) y[row] = acc;                                                \
+    }
+MATVEC_KERNEL(q4_0, 32, 18)
+MATVEC_KERNEL(q8_0, 32, 34)
