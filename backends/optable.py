@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import special
+
+from .lazy import lazy_module
+
+special = lazy_module("scipy.special")  # imported at the first call of erf / expit
 
 FLOAT, INT, BOOL = "float", "int", "bool"
 
@@ -33,7 +36,9 @@ class Op:
     op takes no such input on GPUs); ``gpu_any``: one expression for every dtype, bool
     included. ``result`` is "same" or "bool". ``exact``: the result of a half-precision input
     is exact in its own dtype (no f32 round trip needed); ``upcast``: numpy has no precise half
-    loop for it, compute halves in f32."""
+    loop for it, compute halves in f32. A reduction's ``gpu_any`` combines two partials ``a``
+    and ``b`` of the accumulator type ``A`` (for an arg-reduction: "value a beats value b"),
+    and ``gpu_init`` is its identity (None for arg-reductions, which start from an element)."""
 
     name: str
     kind: str  # unary | binary | cmp | reduce
@@ -44,6 +49,7 @@ class Op:
     result: str = "same"
     exact: bool = False
     upcast: bool = False
+    gpu_init: str | None = None
 
     @property
     def arity(self) -> int:
@@ -84,6 +90,10 @@ def _binary(name, numpy, gpu=None, gpu_int=None, **flags) -> Op:
     return Op(name, "binary", numpy, gpu, gpu_int, **flags)
 
 
+def _reduce(name, numpy, combine, identity=None, **flags) -> Op:
+    return Op(name, "reduce", numpy, gpu_any=combine, gpu_init=identity, **flags)
+
+
 _GELU = "(C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x)))"
 
 OPS: tuple[Op, ...] = (
@@ -101,10 +111,10 @@ OPS: tuple[Op, ...] = (
     _unary("rsqrt", lambda x: 1.0 / np.sqrt(x), "(C)1 / sqrt(x)"),
     _unary("gelu", _gelu_tanh, _GELU),
     _unary("gelu_erf", _gelu_erf, "(C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476))"),
-    _unary("erf", special.erf, "erf(x)"),
+    _unary("erf", lambda x: special.erf(x), "erf(x)"),
     _unary("relu", _relu, "(x != x || x > (C)0) ? x : (C)0", "x > (C)0 ? x : (C)0", exact=True),
     _unary("silu", lambda x: x * special.expit(x), "x / ((C)1 + exp(-x))"),
-    _unary("sigmoid", special.expit, "(C)1 / ((C)1 + exp(-x))"),
+    _unary("sigmoid", lambda x: special.expit(x), "(C)1 / ((C)1 + exp(-x))"),
     _unary("ceil", np.ceil, "ceil(x)", "x", exact=True),
     _unary("floor", np.floor, "floor(x)", "x", exact=True),
     _unary("round", np.round, "rint(x)", "x", exact=True),
@@ -119,6 +129,7 @@ OPS: tuple[Op, ...] = (
     _unary("cosh", np.cosh, "cosh(x)"),
     _unary("isnan", np.isnan, "x != x", "false", result=BOOL),
     _unary("isinf", np.isinf, "isinf(x)", "false", result=BOOL),
+    _unary("bitwise_not", np.invert, None, "(C)(~x)", exact=True),
     _binary("add", np.add, "a + b", "a + b"),
     _binary("sub", np.subtract, "a - b", "a - b"),
     _binary("mul", np.multiply, "a * b", "a * b"),
@@ -129,6 +140,24 @@ OPS: tuple[Op, ...] = (
     _binary("floor_div", np.floor_divide, "floor(a / b)", "int_floor_div(a, b)", upcast=True),
     _binary("remainder", np.remainder, "py_remainder(a, b)", "int_remainder(a, b)", upcast=True),
     _binary("atan2", np.arctan2, "atan2(a, b)", upcast=True),
+    _binary("fmod", np.fmod, "fmod(a, b)", "b == (C)0 ? (C)0 : (C)(a % b)", upcast=True),
+    _binary("copysign", np.copysign, "copysign(a, b)", upcast=True),
+    _binary("bitwise_and", np.bitwise_and, None, "(C)(a & b)"),
+    _binary("bitwise_or", np.bitwise_or, None, "(C)(a | b)"),
+    _binary("bitwise_xor", np.bitwise_xor, None, "(C)(a ^ b)"),
+    # Shifts by a negative amount or by the width or more: 0 (>> of a negative: -1), as numpy.
+    _binary(
+        "left_shift",
+        np.left_shift,
+        None,
+        "(b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)0 : (C)(a << b)",
+    ),
+    _binary(
+        "right_shift",
+        np.right_shift,
+        None,
+        "(b < (C)0 || b >= (C)(sizeof(C) * 8)) ? (C)(a < (C)0 ? -1 : 0) : (C)(a >> b)",
+    ),
     Op("logical_and", "binary", np.logical_and, gpu_any="(a != (C)0) && (b != (C)0)", result=BOOL),
     Op("logical_or", "binary", np.logical_or, gpu_any="(a != (C)0) || (b != (C)0)", result=BOOL),
     Op("logical_xor", "binary", np.logical_xor, gpu_any="(a != (C)0) != (b != (C)0)", result=BOOL),
@@ -138,15 +167,16 @@ OPS: tuple[Op, ...] = (
     Op("le", "cmp", np.less_equal, gpu_any="a <= b", result=BOOL),
     Op("gt", "cmp", np.greater, gpu_any="a > b", result=BOOL),
     Op("ge", "cmp", np.greater_equal, gpu_any="a >= b", result=BOOL),
-    # Reductions: the result dtype rule lives in ``reduce_out_dtype``.
-    Op("sum", "reduce", np.sum),
-    Op("prod", "reduce", np.prod),
-    Op("max", "reduce", np.max),
-    Op("min", "reduce", np.min),
-    Op("any", "reduce", np.any, result=BOOL),
-    Op("all", "reduce", np.all, result=BOOL),
-    Op("argmax", "reduce", np.argmax),
-    Op("argmin", "reduce", np.argmin),
+    # Reductions: the result dtype rule lives in ``reduce_out_dtype``. NaN wins max/min (as
+    # numpy and PyTorch); any/all test the values' own type against zero (0.5 is true).
+    _reduce("sum", np.sum, "a + b", "(A)0"),
+    _reduce("prod", np.prod, "a * b", "(A)1"),
+    _reduce("max", np.max, "(a != a || a > b) ? a : b", "wb_lowest<A>()"),
+    _reduce("min", np.min, "(a != a || a < b) ? a : b", "wb_highest<A>()"),
+    _reduce("any", np.any, "(A)((a != (A)0) || (b != (A)0))", "(A)0", result=BOOL),
+    _reduce("all", np.all, "(A)((a != (A)0) && (b != (A)0))", "(A)1", result=BOOL),
+    _reduce("argmax", np.argmax, "a > b"),
+    _reduce("argmin", np.argmin, "a < b"),
 )
 BY_NAME: dict[tuple[str, str], Op] = {(op.kind, op.name): op for op in OPS}
 
@@ -198,6 +228,13 @@ _LISTS = (
     ("WB_LOGICAL_BINARY", "binary", "gpu_any", BOOL),
     ("WB_CMP_OPS", "cmp", "gpu_any", BOOL),
 )
+# The reductions' lists, K(op, combine, identity, name, T), by what the kernel writes
+# (reduce_out_dtype of an i32 input), and K(op, beats, name, T) for the arg-reductions.
+_REDUCE_LISTS = (
+    ("WB_WIDENING_REDUCE", "i64"),  # sum, prod: integers accumulate and write i64
+    ("WB_VALUE_REDUCE", "i32"),  # max, min: the input's dtype
+    ("WB_BOOL_REDUCE", BOOL),  # any, all
+)
 
 
 def header() -> str:
@@ -214,6 +251,17 @@ def header() -> str:
         lines.append(f"#define {macro}(K, name, T) \\")
         lines += [f"    K({op.name}, {getattr(op, field)}, name, T) \\" for op in rows]
         lines.append("    /* end */")
+    reductions = [op for op in ops("reduce") if op.gpu_any is not None]
+    for macro, out in _REDUCE_LISTS:
+        rows = [op for op in reductions if op.gpu_init is not None
+                and reduce_out_dtype(op.name, "i32") == out]  # fmt: skip
+        lines += ["", f"#define {macro}(K, name, T) \\"]
+        lines += [f"    K({op.name}, {op.gpu_any}, {op.gpu_init}, name, T) \\" for op in rows]
+        lines.append("    /* end */")
+    args = [op for op in reductions if op.gpu_init is None]
+    lines += ["", "#define WB_ARG_REDUCE(K, name, T) \\"]
+    lines += [f"    K({op.name}, {op.gpu_any}, name, T) \\" for op in args]
+    lines.append("    /* end */")
     return "\n".join(lines) + "\n"
 
 

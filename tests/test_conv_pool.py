@@ -614,8 +614,8 @@ def test_pool_errors():
         wb.max_pool2d(x, 7)
     with pytest.raises(ShapeError, match=r"avg_pool1d: expected a 3-d input"):
         wb.avg_pool1d(x, 2)
-    with pytest.raises(DTypeError, match=r"max_pool2d: expected a floating point input"):
-        wb.max_pool2d(wb.zeros(1, 1, 4, 4, dtype=wb.i32), 2)
+    with pytest.raises(DTypeError, match=r"avg_pool2d: expected a floating point input"):
+        wb.avg_pool2d(wb.zeros(1, 1, 4, 4, dtype=wb.i32), 2)
     with pytest.raises(ShapeError, match=r"adaptive_avg_pool2d: output_size must be"):
         wb.adaptive_avg_pool2d(x, (2, 3, 4))
     with pytest.raises(
@@ -625,7 +625,7 @@ def test_pool_errors():
     with pytest.raises(ShapeError, match=r"interpolate: mode 'bilinear' needs a 4-d input"):
         wb.interpolate(wb.randn(2, 3, 5), scale_factor=2, mode="bilinear")
     with pytest.raises(
-        ShapeError, match=r"interpolate: align_corners is only for the linear modes"
+        ShapeError, match=r"interpolate: align_corners is only for the linear and cubic modes"
     ):
         wb.interpolate(x, scale_factor=2, align_corners=True)
 
@@ -642,8 +642,8 @@ def test_pad_errors():
         wb.pad(x, (4, 0), "reflect")
     with pytest.raises(ShapeError, match=r"pad: mode 'circular' needs pads <= the dim size"):
         wb.pad(x, (0, 0, 4, 0), "circular")
-    with pytest.raises(ShapeError, match=r"pad: mode 'replicate' needs non-negative pads"):
-        wb.pad(x, (-1, 0), "replicate")
+    with pytest.raises(ShapeError, match=r"pad: pad \(-6, 1\) crops dim 2"):
+        wb.pad(x, (-6, 1), "replicate")
     with pytest.raises(ShapeError, match=r"pad: mode must be one of"):
         wb.pad(x, (1, 1), "symmetric")
     with pytest.raises(ShapeError, match=r"pad: pad \(-3, -2\) crops dim 2"):

@@ -11,6 +11,7 @@ import pytest
 
 import workbench as wb
 from workbench.backends.base import BackendStorage
+from workbench.errors import ArgumentError, DimensionError
 from workbench.layout import Layout
 from workbench.tensor import make
 
@@ -222,6 +223,75 @@ def test_error_hierarchy():
     assert issubclass(wb.IndexingError, IndexError) and issubclass(wb.OutOfMemory, MemoryError)
     assert issubclass(wb.UnsupportedOnDevice, NotImplementedError)
     assert issubclass(wb.AutogradError, RuntimeError)
+    assert issubclass(wb.WorkbenchError, RuntimeError)  # what torch raises for most misuse
+
+
+# What torch raises for the same mistake (run on both): each workbench error must also be an
+# instance of torch's class, so ``except IndexError`` / ``except RuntimeError`` written for
+# PyTorch catches it.
+LIKE_TORCH = {
+    "broadcast": lambda m: m.zeros(2, 3) + m.zeros(4, 3),
+    "matmul_inner": lambda m: m.zeros(2, 3) @ m.zeros(4, 2),
+    "reshape": lambda m: m.zeros(2, 3).reshape(4),
+    "view_strided": lambda m: m.zeros(2, 3).t().view(6),
+    "transpose_dim": lambda m: m.zeros(2, 3).transpose(0, 2),
+    "sum_dim": lambda m: m.zeros(2, 3).sum(5),
+    "squeeze_dim": lambda m: m.zeros(2, 3).squeeze(3),
+    "unsqueeze_dim": lambda m: m.zeros(2, 3).unsqueeze(4),
+    "softmax_dim": lambda m: m.softmax(m.zeros(2, 3), 4),
+    "cat_shapes": lambda m: m.cat([m.zeros(2, 3), m.zeros(3, 3)], 1),
+    "stack_shapes": lambda m: m.stack([m.zeros(2, 3), m.zeros(3, 2)]),
+    "getitem_range": lambda m: m.zeros(2, 3)[5],
+    "gather_range": lambda m: m.zeros(2, 3).gather(1, m.tensor([[7]])),
+    "index_select_range": lambda m: m.zeros(2, 3).index_select(0, m.tensor([4])),
+    "cross_entropy_target": lambda m: m.nn.functional.cross_entropy(
+        m.zeros(4, 5), m.tensor([0, 1, 7, 2])
+    ),
+    "str_operand": lambda m: m.zeros(2) + "a",
+    "float_dim": lambda m: m.zeros(2, 3).sum(1.5),
+    "len_0d": lambda m: len(m.tensor(1.0)),
+    "requires_grad_int": lambda m: m.tensor([1, 2]).requires_grad_(),
+    "backward_non_scalar": lambda m: (m.tensor([1.0, 2.0], requires_grad=True) * 2).backward(),
+    "int_division_by_zero": lambda m: m.tensor([1]) // m.tensor([0]),
+    "item_of_many": lambda m: m.zeros(2).item(),
+    "truth_of_many": lambda m: bool(m.zeros(2)),
+    "topk_k": lambda m: m.zeros(2, 3).topk(4),
+    "amax_of_empty": lambda m: m.zeros(0, 3).amax(0),
+    "permute": lambda m: m.zeros(2, 3).permute(0, 0),
+    "narrow": lambda m: m.zeros(2, 3).narrow(1, 2, 2),
+    "expand": lambda m: m.zeros(2, 3).expand(4, 3),
+    "negative_size": lambda m: m.zeros(-1, 3),
+    "masked_fill_float_mask": lambda m: m.zeros(2, 3).masked_fill(m.ones(2, 3), 0.0),
+    "conv_channels": lambda m: m.nn.functional.conv2d(m.zeros(1, 3, 5, 5), m.zeros(2, 4, 3, 3)),
+    "div_rounding_mode": lambda m: m.div(m.ones(2), 2, rounding_mode="round"),
+    "setitem_shape": lambda m: m.zeros(2, 3).__setitem__(0, m.ones(4)),
+    "linear_shapes": lambda m: m.nn.functional.linear(m.zeros(2, 3), m.zeros(4, 5)),
+}
+
+
+def _raised(fn, module) -> BaseException:
+    try:
+        fn(module)
+    except Exception as exc:  # noqa: BLE001 (the class is what is compared)
+        return exc
+    raise AssertionError(f"{module.__name__} raised nothing")
+
+
+@pytest.mark.parametrize("name", LIKE_TORCH)
+def test_errors_are_instances_of_the_class_torch_raises(name):
+    torch = pytest.importorskip("torch")
+    expected = type(_raised(LIKE_TORCH[name], torch))
+    got = _raised(LIKE_TORCH[name], wb)
+    assert isinstance(got, wb.WorkbenchError), f"{type(got).__name__}: {got}"
+    assert isinstance(got, expected), f"torch raises {expected.__name__}, workbench {got!r}"
+
+
+def test_dim_errors_are_index_errors_and_shape_errors():
+    with pytest.raises(DimensionError) as e:
+        X.sum(2)
+    assert isinstance(e.value, IndexError) and isinstance(e.value, wb.ShapeError)
+    with pytest.raises(ArgumentError, match="got dim=1 and axis=0; give one of them"):
+        X.sum(1, axis=0)
 
 
 def test_layout_errors_are_shape_errors():
@@ -299,10 +369,10 @@ MISUSE = {
     "linspace_negative": (lambda: wb.linspace(0, 1, -1), wb.ShapeError,
                           E("linspace: negative size in shape (-1,)"),
                           lambda t: t.linspace(0, 1, -1)),
-    "sum_float_dim": (lambda: X.sum(1.5), wb.ShapeError,
+    "sum_float_dim": (lambda: X.sum(1.5), ArgumentError,
                       E("sum: dim must be an int, a sequence of ints or None, found 1.5"),
                       lambda t: t.zeros(2, 3).sum(1.5)),
-    "argmax_float_dim": (lambda: X.argmax(0.5), wb.ShapeError, "argmax: dim must be an int",
+    "argmax_float_dim": (lambda: X.argmax(0.5), ArgumentError, "argmax: dim must be an int",
                          lambda t: t.zeros(2, 3).argmax(0.5)),
     "cross_entropy_target": (
         lambda: wb.nn.functional.cross_entropy(wb.zeros(4, 5), wb.tensor([0, 1, 7, 2])),

@@ -34,8 +34,8 @@ def _all_dims(x, dim):
 REDUCTIONS = {
     "sum": (wb.sum, lambda x, d, k: torch.sum(x, _all_dims(x, d), keepdim=k), uniform),
     "mean": (wb.mean, lambda x, d, k: torch.mean(x, _all_dims(x, d), keepdim=k), uniform),
-    "max": (wb.max, lambda x, d, k: torch.amax(x, _all_dims(x, d), keepdim=k), distinct),
-    "min": (wb.min, lambda x, d, k: torch.amin(x, _all_dims(x, d), keepdim=k), distinct),
+    "max": (wb.amax, lambda x, d, k: torch.amax(x, _all_dims(x, d), keepdim=k), distinct),
+    "min": (wb.amin, lambda x, d, k: torch.amin(x, _all_dims(x, d), keepdim=k), distinct),
     "var": (wb.var, lambda x, d, k: torch.var(x, _all_dims(x, d), keepdim=k), uniform),
     "var_c0": (
         lambda x, d, k: wb.var(x, d, k, correction=0),
@@ -170,13 +170,13 @@ def test_reductions_over_empty_dims(name, device):
 def test_max_min_ties_share_the_gradient(dim, device):
     x = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-1.0, 5.0, -1.0, 0.0]])
     check(
-        lambda t: wb.max(t, dim),
+        lambda t: wb.amax(t, dim),
         [x],
         torch_fn=lambda t: torch.amax(t, _all_dims(t, dim)),
         device=device,
     )
     check(
-        lambda t: wb.min(t, dim),
+        lambda t: wb.amin(t, dim),
         [x],
         torch_fn=lambda t: torch.amin(t, _all_dims(t, dim)),
         device=device,
@@ -213,8 +213,8 @@ def test_norm_of_zeros_has_a_zero_gradient(p, device):
 INT_REDUCTIONS = {
     "sum": (wb.sum, lambda x, d, k: torch.sum(x, d, keepdim=k)),
     "prod": (wb.prod, lambda x, d, k: torch.prod(x, d, keepdim=k)),
-    "max": (wb.max, lambda x, d, k: torch.amax(x, d, keepdim=k)),
-    "min": (wb.min, lambda x, d, k: torch.amin(x, d, keepdim=k)),
+    "max": (wb.amax, lambda x, d, k: torch.amax(x, d, keepdim=k)),
+    "min": (wb.amin, lambda x, d, k: torch.amin(x, d, keepdim=k)),
     "argmax": (wb.argmax, lambda x, d, k: torch.argmax(x, d, keepdim=k)),
     "argmin": (wb.argmin, lambda x, d, k: torch.argmin(x, d, keepdim=k)),
     "any": (wb.any, lambda x, d, k: torch.any(x, d, keepdim=k)),
@@ -443,3 +443,15 @@ def test_mean_of_integers_is_float():
     out = wb.mean(wb.tensor([[1, 2], [3, 4]]), 0)
     assert out.dtype is wb.f32
     assert out.tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_variance_accumulates_wide(dtype):
+    # Σ (x - x̄)² of these 92,400 values is ~9e8, past f16's largest finite value 65504:
+    # the squares must be summed wider than the storage type, as torch does.
+    x = np.random.default_rng(0).normal(0, 100, (4, 23100)).astype(np.float32)
+    t = torch.tensor(x).to(getattr(torch, {"f16": "float16", "bf16": "bfloat16"}[dtype]))
+    ours = wb.tensor(x).to(getattr(wb, dtype))
+    expected = t.float().var().item()
+    assert ours.var().float().item() == pytest.approx(expected, rel=1e-2)
+    assert ours.std(dim=1).float().numpy() == pytest.approx(t.float().std(dim=1).numpy(), rel=1e-2)

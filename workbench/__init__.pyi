@@ -30,9 +30,11 @@ from .dtype import i64 as i64
 from .dtype import promote_types as promote_types
 from .dtype import u8 as u8
 from .dtype import u32 as u32
+from .errors import ArgumentError as ArgumentError
 from .errors import AutogradError as AutogradError
 from .errors import DeviceMismatch as DeviceMismatch
 from .errors import DeviceUnavailable as DeviceUnavailable
+from .errors import DimensionError as DimensionError
 from .errors import DivisionByZero as DivisionByZero
 from .errors import DTypeError as DTypeError
 from .errors import IndexingError as IndexingError
@@ -41,18 +43,32 @@ from .errors import ShapeError as ShapeError
 from .errors import UnsupportedOnDevice as UnsupportedOnDevice
 from .errors import WorkbenchError as WorkbenchError
 from .interop import from_dlpack as from_dlpack
-from .io import hub as hub
-from .io import load_npz as load_npz
-from .io import load_safetensors as load_safetensors
-from .io import save_npz as save_npz
-from .io import save_safetensors as save_safetensors
+from .io.npz import load_npz as load_npz
+from .io.npz import save_npz as save_npz
+from .io.safetensors import load_safetensors as load_safetensors
+from .io.safetensors import save_safetensors as save_safetensors
 from .memory import clear_cache as clear_cache
 from .memory import memory_stats as memory_stats
 from .memory import reset_peak_memory_stats as reset_peak_memory_stats
+from .ops.compat import absolute as absolute
 from .ops.compat import allclose as allclose
+from .ops.compat import clip as clip
 from .ops.compat import cumprod as cumprod
+from .ops.compat import divide as divide
 from .ops.compat import einsum as einsum
+from .ops.compat import floor_divide as floor_divide
+from .ops.compat import greater as greater
+from .ops.compat import greater_equal as greater_equal
 from .ops.compat import isclose as isclose
+from .ops.compat import less as less
+from .ops.compat import less_equal as less_equal
+from .ops.compat import multiply as multiply
+from .ops.compat import negative as negative
+from .ops.compat import not_equal as not_equal
+from .ops.compat import reciprocal as reciprocal
+from .ops.compat import square as square
+from .ops.compat import subtract as subtract
+from .ops.compat import true_divide as true_divide
 from .ops.conv import conv1d as conv1d
 from .ops.conv import conv2d as conv2d
 from .ops.conv import conv_transpose1d as conv_transpose1d
@@ -83,8 +99,15 @@ from .ops.elementwise import affine as affine
 from .ops.elementwise import asin as asin
 from .ops.elementwise import atan as atan
 from .ops.elementwise import atan2 as atan2
+from .ops.elementwise import bitwise_and as bitwise_and
+from .ops.elementwise import bitwise_left_shift as bitwise_left_shift
+from .ops.elementwise import bitwise_not as bitwise_not
+from .ops.elementwise import bitwise_or as bitwise_or
+from .ops.elementwise import bitwise_right_shift as bitwise_right_shift
+from .ops.elementwise import bitwise_xor as bitwise_xor
 from .ops.elementwise import ceil as ceil
 from .ops.elementwise import clamp as clamp
+from .ops.elementwise import copysign as copysign
 from .ops.elementwise import cos as cos
 from .ops.elementwise import cosh as cosh
 from .ops.elementwise import div as div
@@ -95,6 +118,7 @@ from .ops.elementwise import exp as exp
 from .ops.elementwise import expm1 as expm1
 from .ops.elementwise import floor as floor
 from .ops.elementwise import floor_div as floor_div
+from .ops.elementwise import fmod as fmod
 from .ops.elementwise import ge as ge
 from .ops.elementwise import gelu as gelu
 from .ops.elementwise import gelu_erf as gelu_erf
@@ -150,6 +174,7 @@ from .ops.indexing import masked_select as masked_select
 from .ops.indexing import nonzero as nonzero
 from .ops.indexing import scatter as scatter
 from .ops.indexing import scatter_add as scatter_add
+from .ops.indexing import scatter_reduce as scatter_reduce
 from .ops.inplace import add_ as add_
 from .ops.inplace import clamp_ as clamp_
 from .ops.inplace import copy_ as copy_
@@ -170,15 +195,20 @@ from .ops.pool import pad as pad
 from .ops.pool import upsample_bilinear2d as upsample_bilinear2d
 from .ops.pool import upsample_nearest2d as upsample_nearest2d
 from .ops.reduce import all as all
+from .ops.reduce import amax as amax
+from .ops.reduce import amin as amin
 from .ops.reduce import any as any
 from .ops.reduce import argmax as argmax
 from .ops.reduce import argmin as argmin
 from .ops.reduce import argsort as argsort
+from .ops.reduce import cummax as cummax
+from .ops.reduce import cummin as cummin
 from .ops.reduce import cumsum as cumsum
 from .ops.reduce import logsumexp as logsumexp
 from .ops.reduce import max as max
 from .ops.reduce import mean as mean
 from .ops.reduce import min as min
+from .ops.reduce import mode as mode
 from .ops.reduce import norm as norm
 from .ops.reduce import prod as prod
 from .ops.reduce import sort as sort
@@ -239,6 +269,7 @@ float64: DType
 
 def gallery(model: builtins.str | None = ...) -> Any: ...
 
+hub: Any
 int16: DType
 int32: DType
 int64: DType
@@ -251,12 +282,14 @@ uint8: DType
 def unload_ipython_extension(ipython) -> None: ...
 
 __all__ = [
+    "ArgumentError",
     "AutogradError",
     "DType",
     "DTypeError",
     "Device",
     "DeviceMismatch",
     "DeviceUnavailable",
+    "DimensionError",
     "DivisionByZero",
     "Generator",
     "GgmlDType",
@@ -277,6 +310,7 @@ __all__ = [
     "WorkbenchError",
     "__version__",
     "abs",
+    "absolute",
     "acos",
     "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
@@ -285,6 +319,8 @@ __all__ = [
     "affine",
     "all",
     "allclose",
+    "amax",
+    "amin",
     "any",
     "arange",
     "argmax",
@@ -297,6 +333,12 @@ __all__ = [
     "avg_pool2d",
     "bf16",
     "bfloat16",
+    "bitwise_and",
+    "bitwise_left_shift",
+    "bitwise_not",
+    "bitwise_or",
+    "bitwise_right_shift",
+    "bitwise_xor",
     "bool",
     "bool_",
     "broadcast_to",
@@ -306,6 +348,7 @@ __all__ = [
     "clamp",
     "clamp_",
     "clear_cache",
+    "clip",
     "clone",
     "contiguous",
     "conv1d",
@@ -313,17 +356,21 @@ __all__ = [
     "conv_transpose1d",
     "conv_transpose2d",
     "copy_",
+    "copysign",
     "cos",
     "cosh",
     "cpu",
     "cuda",
     "cuda_if_available",
+    "cummax",
+    "cummin",
     "cumprod",
     "cumsum",
     "device",
     "distributed",
     "div",
     "div_",
+    "divide",
     "einsum",
     "elu",
     "embedding",
@@ -347,6 +394,8 @@ __all__ = [
     "float64",
     "floor",
     "floor_div",
+    "floor_divide",
+    "fmod",
     "from_dlpack",
     "from_numpy",
     "full",
@@ -357,6 +406,8 @@ __all__ = [
     "gelu",
     "gelu_erf",
     "get_num_threads",
+    "greater",
+    "greater_equal",
     "group_norm",
     "gt",
     "hub",
@@ -378,6 +429,8 @@ __all__ = [
     "isnan",
     "layer_norm",
     "le",
+    "less",
+    "less_equal",
     "linspace",
     "load_ipython_extension",
     "load_npz",
@@ -404,18 +457,22 @@ __all__ = [
     "metal_if_available",
     "min",
     "minimum",
+    "mode",
     "monitor",
     "movedim",
     "mul",
     "mul_",
+    "multiply",
     "narrow",
     "native_info",
     "ne",
     "neg",
+    "negative",
     "nn",
     "no_grad",
     "nonzero",
     "norm",
+    "not_equal",
     "ones",
     "ones_like",
     "optim",
@@ -435,6 +492,7 @@ __all__ = [
     "randn",
     "randn_like",
     "recip",
+    "reciprocal",
     "relu",
     "remainder",
     "repeat",
@@ -450,6 +508,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "scatter",
     "scatter_add",
+    "scatter_reduce",
     "serve",
     "set_num_threads",
     "sigmoid",
@@ -462,11 +521,13 @@ __all__ = [
     "split",
     "sqr",
     "sqrt",
+    "square",
     "squeeze",
     "stack",
     "std",
     "sub",
     "sub_",
+    "subtract",
     "sum",
     "t",
     "tan",
@@ -477,6 +538,7 @@ __all__ = [
     "to_dtype",
     "topk",
     "transpose",
+    "true_divide",
     "u32",
     "u8",
     "uint32",

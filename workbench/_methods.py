@@ -73,15 +73,19 @@ def _bind() -> None:
         "__rmul__": swap(ew.mul), "__rtruediv__": swap(ew.div),
         "__rfloordiv__": swap(ew.floor_div), "__rmod__": swap(ew.remainder),
         "__rpow__": swap(ew.pow), "__rmatmul__": swap(mm.matmul), "__neg__": ew.neg,
-        "__abs__": ew.abs, "__invert__": ew.logical_not, "__and__": ew.logical_and,
-        "__or__": ew.logical_or, "__xor__": ew.logical_xor, "__eq__": ew.eq, "__ne__": ew.ne,
+        "__abs__": ew.abs, "__invert__": ew.bitwise_not, "__and__": ew.bitwise_and,
+        "__or__": ew.bitwise_or, "__xor__": ew.bitwise_xor,
+        "__lshift__": ew.bitwise_left_shift, "__rshift__": ew.bitwise_right_shift,
+        "__rlshift__": swap(ew.bitwise_left_shift), "__rrshift__": swap(ew.bitwise_right_shift),
+        "__eq__": ew.eq, "__ne__": ew.ne,
         "__lt__": ew.lt, "__le__": ew.le, "__gt__": ew.gt, "__ge__": ew.ge,
         "__iadd__": Tensor.add_, "__isub__": Tensor.sub_, "__imul__": Tensor.mul_,
         "__itruediv__": Tensor.div_,
     }  # fmt: skip
     for name, fn in operators.items():
         setattr(Tensor, name, fn)
-    # & | ^ commute, so the reflected forms (``True & mask``, ``3 | t``) are the same functions.
+    # & | ^ commute, so the reflected forms (``True & mask``, ``3 | t``) are the same functions
+    # (bitwise on integers, logical on bools).
     Tensor.__rand__, Tensor.__ror__, Tensor.__rxor__ = (
         Tensor.__and__, Tensor.__or__, Tensor.__xor__
     )  # fmt: skip

@@ -19,7 +19,9 @@ __all__ = [
     "UnsupportedOnDevice",
     "OutOfMemory",
     "ShapeError",
+    "DimensionError",
     "DTypeError",
+    "ArgumentError",
     "DeviceMismatch",
     "AutogradError",
     "IndexingError",
@@ -27,8 +29,18 @@ __all__ = [
 ]
 
 
+class DimensionError(ShapeError, IndexError):
+    """A dim out of range for the tensor (or empty where the op needs elements): an
+    ``IndexError``, as in PyTorch."""
+
+
 class DTypeError(WorkbenchError, TypeError):
     """A dtype the op does not accept, or operands whose dtypes do not match."""
+
+
+class ArgumentError(WorkbenchError, TypeError):
+    """An argument of the wrong kind (a float dim, both ``dim`` and ``axis``, ``len()`` of a
+    0-d tensor): a ``TypeError``, as Python and PyTorch raise."""
 
 
 class DeviceMismatch(WorkbenchError, ValueError):

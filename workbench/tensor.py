@@ -13,7 +13,7 @@ import numpy as np
 from . import autograd
 from .device import Device
 from .dtype import DType
-from .errors import AutogradError, WorkbenchError
+from .errors import ArgumentError, AutogradError, WorkbenchError
 from .layout import Layout
 
 
@@ -84,7 +84,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise WorkbenchError("len() of a 0-d tensor")
+            raise ArgumentError("len() of a 0-d tensor")
         return self.shape[0]
 
     def __iter__(self):
@@ -108,7 +108,7 @@ class Tensor:
         return self._storage.to_numpy(self._layout)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        array = self.numpy()
+        array = np.asarray(self.numpy())  # (a 0-d storage may hold a numpy scalar)
         if dtype is not None:
             array = array.astype(dtype)
         return array.copy() if copy else array

@@ -27,6 +27,11 @@ def _filled(x: np.ndarray, shape, padding, value, dtype) -> np.ndarray:
     return out
 
 
+def _lowest(dtype: np.dtype):
+    """The padding of max pooling: -inf, or the smallest integer (integer inputs)."""
+    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
+
+
 def _full_size(size: int, pad: int, out: int, stride: int, span: int) -> int:
     """Padded extent that holds every window (ceil_mode windows may run past the padding)."""
     return max(size + 2 * pad, (out - 1) * stride + span)
@@ -239,7 +244,7 @@ class PoolOps:
                 return type(self)(contiguous(best, x.dtype)), type(self)(arg)
         span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
         full = (n, c, _full_size(h, ph, ho, sh, span_h), _full_size(w, pw, wo, sw, span_w))
-        xp = _filled(x, full, padding, -np.inf, ct)
+        xp = _filled(x, full, padding, _lowest(ct), ct)
         win = _windows(xp, kernel_size, stride, dilation, output_size)
         taps = [(i, j) for i in range(kh) for j in range(kw)]
         rows0 = np.arange(ho) * sh - ph

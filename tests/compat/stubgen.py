@@ -46,6 +46,7 @@ KNOWN = {
     "DType": "from .dtype import DType", "Device": "from .device import Device",
     "Layout": "from .layout import Layout", "np": "import numpy as np",
     "autograd": "from . import autograd", "builtins": "import builtins",
+    "return_types": "from .ops import return_types",
 }  # fmt: skip
 SHADOWED = {"int", "float", "bool", "type", "str"}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9.]*")
@@ -71,15 +72,18 @@ def _annotation(text, used: set[str]) -> str | None:
     return text
 
 
-def _signature(fn, used: set[str], first: str | None) -> str:
+def _signature(fn, used: set[str], first: str | None, operator: bool = False) -> str:
     """``(self, x: int = ..., *, y: str = ...) -> Tensor`` from the live function; ``first``
-    renames the first parameter (``self`` of a method)."""
+    renames the first parameter (``self`` of a method). An ``operator`` (``__add__`` bound to
+    ``add``) drops the keyword-only parameters, which ``a + b`` cannot pass."""
     sig = inspect.signature(fn)
     parts = []
     star_done = False
     for i, p in enumerate(sig.parameters.values()):
         if first and i == 0:
             parts.append(first)
+            continue
+        if operator and p.kind is p.KEYWORD_ONLY:
             continue
         ann = _annotation(p.annotation, used)
         text = p.name + (f": {ann}" if ann else "")
@@ -106,7 +110,7 @@ def _signature(fn, used: set[str], first: str | None) -> str:
 
 def _def(name: str, fn, used: set[str], indent: str, first: str | None = "self") -> list[str]:
     try:
-        sig = _signature(fn, used, first)
+        sig = _signature(fn, used, first, operator=name.startswith("__") and name != "__new__")
     except (TypeError, ValueError):  # a builtin without a signature
         used.add("Any")
         sig = "(self, *args: Any, **kwargs: Any) -> Any"

@@ -30,6 +30,11 @@ def main() -> None:
     assert_type(wb.allclose(x, x), bool)
     assert_type(wb.isclose(x, x).all(), wb.Tensor)
     assert_type(x.cumprod(1), wb.Tensor)
+    assert_type(x.sort(1).values, wb.Tensor)  # named (values, indices) results
+    assert_type(x.topk(2, 1, True, True).indices, wb.Tensor)
+    values, indices = x.cummax(0)
+    assert_type(indices, wb.Tensor)
+    assert_type(x.int() & 3 | 1 << x.long(), wb.Tensor)
     assert_type(x.shape, tuple[int, ...])
     assert_type(x.dtype, wb.DType)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..dtype import DType, promote_types, result_type_with_scalar
-from ..errors import DeviceMismatch, ShapeError, WorkbenchError
+from ..errors import DeviceMismatch, DimensionError, ShapeError, WorkbenchError
 from ..layout import Layout
 from ..tensor import Tensor, make
 
@@ -71,7 +71,7 @@ def norm_dim(dim: int, ndim: int, op: str = "op") -> int:
         return dim % ndim if ndim else 0
     if ndim == 0 and dim in (0, -1):
         return 0
-    raise ShapeError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dims")
+    raise DimensionError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dims")
 
 
 def norm_dims(dims, ndim: int, op: str = "op") -> tuple[int, ...]:

@@ -1,10 +1,14 @@
-"""PyTorch functions composed from other ops: ``einsum``, ``cumprod``, ``isclose``, ``allclose``.
+"""PyTorch functions composed from other ops: ``einsum``, ``cumprod``, ``isclose``, ``allclose``,
+and PyTorch's other names for workbench ops (``clip``, ``floor_divide``, ``subtract``, ...).
 
 Built from differentiable ops (mul, sum, permute, reshape, matmul, narrow, cat), so their
 gradients come from the ops they are made of and they run on every device.
 """
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
 
 from .. import dtype as dt
 from .._oprecord import op
@@ -230,3 +234,32 @@ def allclose(
 ) -> bool:
     """True when ``isclose(a, b, rtol, atol, equal_nan)`` holds everywhere."""
     return bool(isclose(a, b, rtol, atol, equal_nan).all().item())
+
+
+def _alias(name: str, target: Callable) -> Callable:
+    """``name`` as an op of its own that calls ``target`` (same signature, own profiler row)."""
+
+    def alias(*args, **kwargs):
+        return target(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = name
+    alias.__doc__ = f"PyTorch's name for ``{target.__name__}``."
+    alias.__signature__ = inspect.signature(target)
+    return op(alias)
+
+
+clip = _alias("clip", ew.clamp)
+floor_divide = _alias("floor_divide", ew.floor_div)
+true_divide = _alias("true_divide", ew.div)
+divide = _alias("divide", ew.div)
+subtract = _alias("subtract", ew.sub)
+multiply = _alias("multiply", ew.mul)
+negative = _alias("negative", ew.neg)
+absolute = _alias("absolute", ew.abs)
+square = _alias("square", ew.sqr)
+reciprocal = _alias("reciprocal", ew.recip)
+greater = _alias("greater", ew.gt)
+greater_equal = _alias("greater_equal", ew.ge)
+less = _alias("less", ew.lt)
+less_equal = _alias("less_equal", ew.le)
+not_equal = _alias("not_equal", ew.ne)

@@ -120,13 +120,25 @@ def tensor(
     return out
 
 
+_NO_VALUE = object()
+
+
 def full(
     *size: Any,
-    fill_value: Any,
+    fill_value: Any = _NO_VALUE,
     dtype: DType | str | None = None,
     device: Device | str | None = None,
     _op: str = "full",
 ) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value``: ``full(2, 3, fill_value=7)`` or, as
+    PyTorch, ``full((2, 3), 7)``. The dtype defaults to the value's kind (f32, i64, bool)."""
+    if fill_value is _NO_VALUE:
+        if len(size) != 2 or _is_size(size[0]):
+            raise ShapeError(
+                f"{_op}: expected full(size, fill_value) with a sequence size, or "
+                f"fill_value=..., found {size!r}"
+            )
+        size, fill_value = (size[0],), size[1]
     shape = _shape(size, _op)
     if dtype is None:
         dtype = dt.DEFAULT_FOR_CATEGORY[dt.scalar_category(fill_value)]

@@ -429,14 +429,25 @@ def _min_grad(g, a, b, out):
 
 
 def _pow_grad(g, a, b, out):
-    """d(aᵇ)/da = b aᵇ⁻¹; d(aᵇ)/db = aᵇ ln a (0 where a = 0)."""
-    ga = g * b * pow(a, b - 1.0) if isinstance(a, Tensor) else None
+    """d(aᵇ)/da = b aᵇ⁻¹, 0 where b = 0 (also at a = 0, where 0 · 0⁻¹ would be NaN);
+    d(aᵇ)/db = aᵇ ln a, 0 where a = 0 and b ≥ 0 (-inf where b < 0), NaN where a < 0: PyTorch's
+    conventions."""
+    ga = gb = None
+    if isinstance(a, Tensor):
+        if not isinstance(b, Tensor):
+            ga = g * 0.0 if b == 0 else g * b * pow(a, b - 1.0)
+        else:
+            ga = where(b == 0, 0.0, g * b * pow(a, b - 1.0))
     if isinstance(b, Tensor):
-        safe_log = log(where(a == 0, 1.0, a)) if isinstance(a, Tensor) else math.log(a)
-        gb = g * out * safe_log
-    else:
-        gb = None
+        ln_a = log(a) if isinstance(a, Tensor) else _scalar_log(a)
+        gb = g * out * ln_a
+        gb = where((b >= 0) & (a == 0), 0.0, gb)
     return ga, gb
+
+
+def _scalar_log(a: float) -> float:
+    """ln a with IEEE's special values (math.log raises where they are -inf and NaN)."""
+    return math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
 
 
 def _atan2_grad(g, a, b, out):
@@ -466,15 +477,26 @@ def _true_div_operands(a, b):
 
 
 # The four arithmetic ops skip ``_binary`` (one call less) when no profiler listens.
+def _scaled(b, alpha):
+    """alpha · b for add/sub's ``alpha`` (b a tensor or a Python number)."""
+    return mul(b, alpha) if isinstance(b, Tensor) else b * alpha
+
+
 @hot_op
-def add(a, b) -> Tensor:
+def add(a, b, *, alpha: float = 1) -> Tensor:
+    """a + alpha · b"""
+    if alpha != 1:
+        b = _scaled(b, alpha)
     if HOOK.active is None:
         return _binary_impl("add", a, b, _add_grad)
     return _binary("add", a, b, _add_grad)
 
 
 @hot_op
-def sub(a, b) -> Tensor:
+def sub(a, b, *, alpha: float = 1) -> Tensor:
+    """a - alpha · b"""
+    if alpha != 1:
+        b = _scaled(b, alpha)
     if HOOK.active is None:
         return _binary_impl("sub", a, b, _sub_grad)
     return _binary("sub", a, b, _sub_grad)
@@ -488,8 +510,31 @@ def mul(a, b) -> Tensor:
 
 
 @hot_op
-def div(a, b) -> Tensor:
-    return _binary("div", *_true_div_operands(a, b), _div_grad)
+def div(a, b, *, rounding_mode: str | None = None) -> Tensor:
+    """a / b; ``rounding_mode="trunc"`` rounds the quotient towards zero, ``"floor"`` down
+    (integer operands then stay integers, as in PyTorch)."""
+    if rounding_mode is None:
+        return _binary("div", *_true_div_operands(a, b), _div_grad)
+    if rounding_mode == "floor":
+        return floor_div(a, b)
+    if rounding_mode == "trunc":
+        return _trunc_div(a, b)
+    raise DTypeError(
+        f"div: rounding_mode must be None, 'trunc' or 'floor', found {rounding_mode!r}"
+    )
+
+
+def _is_float(v) -> bool:
+    return v.dtype.is_floating_point if isinstance(v, Tensor) else isinstance(v, float)
+
+
+def _trunc_div(a, b) -> Tensor:
+    """The quotient rounded towards zero: (a - fmod(a, b)) // b exactly for integers; for
+    floats, the true quotient rounded (ceil below zero, floor above)."""
+    if not (_is_float(a) or _is_float(b)):
+        return floor_div(sub(a, fmod(a, b)), b)
+    q = div(a, b)
+    return where(q < 0, ceil(q), floor(q))
 
 
 @op
@@ -510,9 +555,7 @@ def pow(a, b) -> Tensor:
 
 def _check_integer_divisor(name: str, a, b) -> None:
     """Integer division by zero raises, as in PyTorch and Python (numpy silently gives 0)."""
-    floats = [v.dtype.is_floating_point if isinstance(v, Tensor) else isinstance(v, float)
-              for v in (a, b)]  # fmt: skip
-    if any(floats):
+    if _is_float(a) or _is_float(b):
         return
     zero = bool((b == 0).any().item()) if isinstance(b, Tensor) else b == 0
     if zero:
@@ -538,6 +581,104 @@ def remainder(a, b) -> Tensor:
 @op
 def atan2(a, b) -> Tensor:
     return _binary("atan2", a, b, _atan2_grad)
+
+
+def _fmod_grad(g, a, b, out):
+    return g, (-(g * _trunc_div(a, b)) if isinstance(b, Tensor) else None)
+
+
+@op
+def fmod(a, b) -> Tensor:
+    """a - trunc(a / b) b: the result has the sign of a (C's fmod; ``remainder`` follows b);
+    integer operands raise ``DivisionByZero`` where b is 0."""
+    _check_integer_divisor("fmod", a, b)
+    return _binary("fmod", a, b, _fmod_grad)
+
+
+def _copysign_grad(g, a, b, out):
+    """d|a|·sign(b)/da = sign(a) sign(b) (0 at a = 0, as PyTorch); no gradient to b."""
+    ga = where(a == 0, 0.0, g * out / a) if isinstance(a, Tensor) else None
+    return ga, (g * 0.0 if isinstance(b, Tensor) else None)
+
+
+@op
+def copysign(a, b) -> Tensor:
+    """|a| with the sign of b (-0.0 counts as negative); integers give floats, as PyTorch."""
+    a, b = (_float_operand(v) for v in (a, b))
+    return _binary("copysign", a, b, _copysign_grad)
+
+
+def _float_operand(v):
+    """Integer and bool tensors (and Python ints) as floats, for ops defined on reals only."""
+    if isinstance(v, Tensor):
+        return v if v.dtype.is_floating_point else to_dtype(v, dt.f32)
+    return float(v) if isinstance(v, bool | int) else v
+
+
+# -- bitwise -------------------------------------------------------------------------------
+def _bitwise(name: str, logical_name: str, a, b) -> Tensor:
+    """Integer operands combine bit by bit; bools stay logical (as in Python and PyTorch)."""
+    tensors = [v for v in (a, b) if isinstance(v, Tensor)]
+    if (
+        tensors
+        and all(v.dtype.is_bool for v in tensors)
+        and all(isinstance(v, Tensor | bool) for v in (a, b))
+    ):
+        return _binary(logical_name, a, b, None)
+    for v in (a, b):
+        if _is_float(v):
+            found = describe(v) if isinstance(v, Tensor) else repr(v)
+            raise DTypeError(f"{name}: expected integer or bool operands, found {found}")
+    return _binary(name, a, b, None)  # (a bool tensor meeting an int one counts as 0/1)
+
+
+@op
+def bitwise_and(a, b) -> Tensor:
+    return _bitwise("bitwise_and", "logical_and", a, b)
+
+
+@op
+def bitwise_or(a, b) -> Tensor:
+    return _bitwise("bitwise_or", "logical_or", a, b)
+
+
+@op
+def bitwise_xor(a, b) -> Tensor:
+    return _bitwise("bitwise_xor", "logical_xor", a, b)
+
+
+@op
+def bitwise_not(x: Tensor) -> Tensor:
+    """~x: the bits flipped for integers (-x - 1 in two's complement), ``not`` for bools."""
+    if x.dtype.is_bool:
+        return logical_not(x)
+    if x.dtype.is_floating_point:
+        raise DTypeError(f"bitwise_not: expected an integer or bool tensor, found {describe(x)}")
+    return _unary("bitwise_not", x, None, float_only=False)
+
+
+def _shift(name: str, a, b) -> Tensor:
+    for v in (a, b):
+        if (
+            (v.dtype.is_floating_point or v.dtype.is_bool)
+            if isinstance(v, Tensor)
+            else (not isinstance(v, int) or isinstance(v, bool))
+        ):
+            found = describe(v) if isinstance(v, Tensor) else repr(v)
+            raise DTypeError(f"{name}: expected integer operands, found {found}")
+    return _binary(name, a, b, None)
+
+
+@op
+def bitwise_left_shift(a, b) -> Tensor:
+    """a << b (a · 2ᵇ, wrapping in a's width); shifts by the width or more give 0."""
+    return _shift("left_shift", a, b)
+
+
+@op
+def bitwise_right_shift(a, b) -> Tensor:
+    """a >> b (floor(a / 2ᵇ), the sign kept)."""
+    return _shift("right_shift", a, b)
 
 
 def _truth(x):

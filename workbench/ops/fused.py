@@ -360,7 +360,7 @@ def scaled_dot_product_attention(
     ``attn_mask`` broadcasts to (..., L, S): bool (True = take part) or float (added to the
     scores). ``is_causal`` keeps key j for query i when j ≤ i (top-left aligned, as PyTorch).
     ``scale`` defaults to 1/√E. A query whose keys are all masked gives zeros (as PyTorch).
-    Only ``dropout_p=0.0`` is supported. Gradients flow to q, k and v (not to the mask).
+    Only ``dropout_p=0.0`` is supported. Gradients flow to q, k, v and a float mask.
     """
     name = "scaled_dot_product_attention"
     if dropout_p:
@@ -428,19 +428,25 @@ def scaled_dot_product_attention(
     cdt = _compute_dtype(q.dtype)
     probs = new(probs_s, (*batch, length, source), cdt, q.device)
 
+    float_mask = mask if mask is not None and mask.dtype.is_floating_point else None
+
     def backward(g: Tensor):
-        # out = P v, P = softmax(Z), Z = q kᵀ · scale (+ mask)
+        # out = P v, P = softmax(Z), Z = q kᵀ · scale (+ mask): dZ/dmask = 1, so a float
+        # mask's gradient is dZ summed over the dims it was broadcast along.
         g = cast(g, cdt)
-        gq = gk = gv = None
+        gq = gk = gv = gm = None
         if v.requires_grad:
             gv = sum_to_shape(probs.transpose(-1, -2) @ g, v.shape)
-        if q.requires_grad or k.requires_grad:
+        mask_grad = float_mask is not None and float_mask.requires_grad
+        if q.requires_grad or k.requires_grad or mask_grad:
             gp = g @ cast(v, cdt).transpose(-1, -2)
             gz = probs * (gp - (gp * probs).sum(-1, keepdim=True))
             if q.requires_grad:
                 gq = sum_to_shape((gz @ cast(k, cdt)) * scale, q.shape)
             if k.requires_grad:
                 gk = sum_to_shape((gz.transpose(-1, -2) @ cast(q, cdt)) * scale, k.shape)
-        return _grad_to(gq, q), _grad_to(gk, k), _grad_to(gv, v)
+            if mask_grad:
+                gm = _grad_to(sum_to_shape(gz, float_mask.shape), float_mask)
+        return _grad_to(gq, q), _grad_to(gk, k), _grad_to(gv, v), gm
 
-    return record(out, name, (q, k, v), backward, saved=(q, k, v))
+    return record(out, name, (q, k, v, float_mask), backward, saved=(q, k, v))

@@ -175,14 +175,16 @@ def _scatter(name: str, x: Tensor, dim: int, index, src) -> Tensor:
 
 
 @op
-def scatter(x: Tensor, dim: int, index, src) -> Tensor:
+def scatter(x: Tensor, dim: int, index, src=None, *, value=None) -> Tensor:
     """A copy of ``x`` with ``out[i, index[i, j, k], k] = src[i, j, k]`` (dim 1).
 
-    ``src`` is a tensor (at least index's size in every dim) or a scalar. Repeated indices:
-    the last write wins. grads: x gets ``g`` with the written places zeroed, src gets
-    ``g.gather(dim, index)``.
+    ``src`` is a tensor (at least index's size in every dim) or a scalar, or ``value=`` a
+    scalar (PyTorch's spelling). Repeated indices: the last write wins. grads: x gets ``g``
+    with the written places zeroed, src gets ``g.gather(dim, index)``.
     """
-    return _scatter("scatter", x, dim, index, src)
+    if (src is None) == (value is None):
+        raise DTypeError("scatter: give one of src and value")
+    return _scatter("scatter", x, dim, index, value if src is None else src)
 
 
 @op
@@ -192,6 +194,78 @@ def scatter_add(x: Tensor, dim: int, index, src: Tensor) -> Tensor:
     Repeated indices accumulate. grads: x gets ``g``, src gets ``g.gather(dim, index)``.
     """
     return _scatter("scatter_add", x, dim, index, src)
+
+
+_SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _identity(reduce: str, dtype: dt.DType) -> float | int:
+    """The value that changes nothing under ``reduce`` (its empty result)."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype.is_floating_point:
+        return -math.inf if reduce == "amax" else math.inf
+    info = np.iinfo(dtype.numpy) if not dtype.is_bool else None
+    return (info.min if reduce == "amax" else info.max) if info else reduce == "amin"
+
+
+@op
+def scatter_reduce(x: Tensor, dim: int, index, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:  # fmt: skip
+    """A copy of ``x`` where each ``out[i, index[i, j, k], k]`` (dim 1) is the ``reduce``
+    ("sum", "prod", "mean", "amax", "amin") of the ``src[i, j, k]`` sent there, and of the
+    ``x`` value too when ``include_self``; places nothing is sent to keep ``x``.
+
+    Built from differentiable ops over a one-hot (x.shape[dim] × index) comparison, so it has
+    gradients (tied extrema share theirs) and runs on every device.
+    """
+    from .creation import arange
+    from .elementwise import logical_and, maximum, minimum, where
+    from .reduce import amax, amin, prod, sum
+
+    if reduce not in _SCATTER_REDUCTIONS:
+        raise DTypeError(f"scatter_reduce: reduce must be one of {_SCATTER_REDUCTIONS}, "
+                         f"found {reduce!r}")  # fmt: skip
+    index = _index_arg("scatter_reduce", index, x)
+    src = _source_arg("scatter_reduce", src, x)
+    dim = norm_dim(dim, x.ndim, "scatter_reduce")
+    _check_along("scatter_reduce", x, dim, index, src)
+    if x.ndim == 0:
+        x, index, src = x.reshape((1,)), index.reshape((1,)), src.reshape((1,))
+        return scatter_reduce(x, 0, index, src, reduce, include_self=include_self).reshape(())
+    n = x.shape[dim]
+    src = _corner(src, index.shape)
+    targets = arange(n, device=x.device).reshape((1,) * dim + (n,) + (1,) * (x.ndim - dim))
+    sent = index.unsqueeze(dim) == targets  # (..., n, index.shape[dim], ...)
+    spread = where(sent, src.unsqueeze(dim), _identity(reduce, x.dtype))
+    along = dim + 1
+    hit = _pad_to(sent.any(along), x.shape)
+    if reduce in ("sum", "mean"):
+        total = sum(spread, along)
+    else:
+        total = {"prod": prod, "amax": amax, "amin": amin}[reduce](spread, along)
+    total = _pad_to(total.to_dtype(x.dtype) if reduce != "mean" else total, x.shape)
+    if reduce == "mean":
+        count = _pad_to(sum(sent, along), x.shape) + (1 if include_self else 0)
+        total = (total + x) if include_self else total
+        mean = total / where(logical_and(hit, count > 0), count, 1)
+        out = mean if x.dtype.is_floating_point else mean.floor()
+        return where(hit, out.to_dtype(x.dtype), x)
+    if include_self:
+        combine = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
+                   "amax": maximum, "amin": minimum}[reduce]  # fmt: skip
+        total = combine(x, total)
+    return where(hit, total, x)
+
+
+def _corner(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """The leading ``shape`` corner of ``t`` (src may be bigger than index)."""
+    for d, size in enumerate(shape):
+        if t.shape[d] != size:
+            t = t.narrow(d, 0, size)
+    return t
 
 
 # -- index_select / index_add / embedding --------------------------------------------------------
@@ -288,10 +362,16 @@ def embedding(weight: Tensor, ids) -> Tensor:
 
 
 @op
-def nonzero(x: Tensor) -> Tensor:
-    """``(n, ndim)`` i64 coordinates of the non-zero (true) elements, in row-major order."""
+def nonzero(x: Tensor, *, as_tuple: bool = False):
+    """``(n, ndim)`` i64 coordinates of the non-zero (true) elements, in row-major order;
+    ``as_tuple``: one ``(n,)`` tensor per dim instead (``x[x.nonzero(as_tuple=True)]``)."""
     storage, count = x._storage.nonzero(x._layout)
-    return new(storage, (count, x.ndim), dt.i64, x.device)
+    out = new(storage, (count, x.ndim), dt.i64, x.device)
+    if not as_tuple:
+        return out
+    if x.ndim == 0:  # PyTorch treats a 0-d tensor as 1-d here
+        return nonzero(x.reshape((1,)), as_tuple=True)
+    return tuple(out.narrow(1, d, 1).reshape((count,)) for d in range(x.ndim))
 
 
 @op

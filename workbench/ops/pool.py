@@ -17,6 +17,7 @@ from ..autograd import record
 from ..backends.conv_params import ConvParams
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
+from . import resample
 from ._helpers import describe, new
 from .conv import _as2d, _ints, _layout2d
 
@@ -34,7 +35,7 @@ def _spatial(name: str, nd: int, x: Tensor, float_only: bool = True) -> tuple[Te
     """``x`` with a batch dim (and whether one was added) after checking its rank and dtype."""
     if x.ndim not in (nd + 1, nd + 2):
         raise ShapeError(
-            f"{name}: expected a {nd + 2}-d input (N, C, {'L' if nd == 1 else 'H, W'}) or an "
+            f"{name}: expected a {nd + 2}-d input (N, C, {('L', 'H, W', 'D, H, W')[nd - 1]}) or an "
             f"unbatched {nd + 1}-d one, found {describe(x)}"
         )
     if float_only and not x.dtype.is_floating_point:
@@ -70,7 +71,7 @@ def _pool_output(name, x, kernel, stride, padding, dilation, ceil_mode) -> tuple
 
 # -- max pooling -----------------------------------------------------------------------
 def _max_pool(name, nd, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
-    x, unbatched = _spatial(name, nd, x)
+    x, unbatched = _spatial(name, nd, x, float_only=False)  # integers pool too, as PyTorch
     kernel = _ints(name, "kernel_size", kernel_size, nd, 1)
     stride = _stride(name, stride, kernel)
     padding = _ints(name, "padding", padding, nd, 0)
@@ -348,13 +349,16 @@ def interpolate(
     align_corners: bool | None = None,
 ) -> Tensor:
     """Resize as ``torch.nn.functional.interpolate``: ``mode`` "nearest" (3-d or 4-d input),
-    "linear" (3-d) or "bilinear" (4-d). ``align_corners`` is for the linear modes only.
+    "linear" (3-d), "bilinear" (4-d), "trilinear" (5-d), "bicubic" (4-d), "nearest-exact"
+    or "area" (3-d to 5-d; see ``workbench.ops.resample``). ``align_corners`` is for the
+    linear and cubic modes only.
 
     One rule for 1-d and 2-d "nearest": an output size equal to (or twice) the input's maps
     i -> i (or i // 2) whatever the scale_factor. PyTorch's 2-d kernels and its 1-d backward
     do so; its 1-d forward kernel does not (it differs there, e.g. L=5, scale_factor=1.13).
     """
-    modes = {"nearest": (3, 4), "linear": (3,), "bilinear": (4,)}
+    modes = {"nearest": (3, 4), "linear": (3,), "bilinear": (4,), "trilinear": (5,),
+             "bicubic": (4,), "nearest-exact": (3, 4, 5), "area": (3, 4, 5)}  # fmt: skip
     if mode not in modes:
         raise ShapeError(f"interpolate: mode must be one of {tuple(modes)}, found {mode!r}")
     if x.ndim not in modes[mode]:
@@ -362,18 +366,32 @@ def interpolate(
             f"interpolate: mode {mode!r} needs a {' or '.join(f'{n}-d' for n in modes[mode])} "
             f"input, found {describe(x)}"
         )
-    if mode == "nearest" and align_corners is not None:
-        raise ShapeError("interpolate: align_corners is only for the linear modes")
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ShapeError("interpolate: align_corners is only for the linear and cubic modes")
     nd = x.ndim - 2
     name = f"interpolate({mode})"
+    if mode in ("trilinear", "bicubic", "nearest-exact", "area"):
+        return _resize(name, nd, x, size, scale_factor, mode, bool(align_corners))
     if mode == "nearest":
         return _upsample(name, nd, x, size, scale_factor, "nearest")
     return _upsample(name, nd, x, size, scale_factor, "bilinear", bool(align_corners))
 
 
+def _resize(name, nd, x, size, scale_factor, mode, align_corners) -> Tensor:
+    """The modes resized one dim at a time by ``resample.resize``."""
+    x, unbatched = _spatial(name, nd, x, float_only=mode != "nearest-exact")
+    if any(n < 1 for n in x.shape[2:]):
+        raise ShapeError(f"{name}: input {describe(x)} has an empty spatial dim")
+    out_size, scales = _resample_size(name, nd, x, size, scale_factor)
+    if mode == "area":
+        scales = (None,) * nd  # adaptive average pooling: the sizes alone decide
+    kind = "linear" if mode == "trilinear" else mode
+    return _done(resample.resize(x, out_size, scales, kind, align_corners), unbatched)
+
+
 # -- padding ---------------------------------------------------------------------------
-def _repad(x: Tensor, amounts: tuple[int, ...]) -> Tensor:
-    return pad(x, amounts)
+def _repad(x: Tensor, amounts: tuple[int, ...], mode: str = "constant") -> Tensor:
+    return pad(x, amounts, mode)  # (inside ``pad`` its argument hides the function)
 
 
 @op
@@ -381,9 +399,10 @@ def pad(x: Tensor, pad, mode: str = "constant", value=0) -> Tensor:
     """Pad the last ``len(pad) // 2`` dims, as ``torch.nn.functional.pad``: ``pad`` is
     (last_before, last_after, second_last_before, ...).
 
-    ``constant`` fills with ``value`` (a negative pad crops); ``reflect`` mirrors without
-    repeating the edge (pad < size); ``replicate`` repeats the edge; ``circular`` wraps
-    (pad <= size). Unlike PyTorch, the non-constant modes take any number of leading dims.
+    A negative pad crops, in every mode. ``constant`` fills with ``value``; ``reflect``
+    mirrors without repeating the edge (pad < size); ``replicate`` repeats the edge;
+    ``circular`` wraps (pad <= size). Unlike PyTorch, the non-constant modes take any number
+    of leading dims.
     """
     if mode not in _PAD_MODES:
         raise ShapeError(f"pad: mode must be one of {_PAD_MODES}, found {mode!r}")
@@ -402,14 +421,19 @@ def pad(x: Tensor, pad, mode: str = "constant", value=0) -> Tensor:
         pairs[x.ndim - 1 - i] = (amounts[2 * i], amounts[2 * i + 1])
     pairs = tuple(pairs)
     for dim, ((lo, hi), size) in enumerate(zip(pairs, x.shape, strict=True)):
-        if mode == "constant":
-            if size + lo + hi < 0:
-                raise ShapeError(f"pad: pad {pad!r} crops dim {dim} of {describe(x)} below 0")
+        if size + lo + hi < 0:
+            raise ShapeError(f"pad: pad {pad!r} crops dim {dim} of {describe(x)} below 0")
+    if mode != "constant" and any(p < 0 for p in amounts):
+        # Negative pads crop in every mode, as PyTorch: reflect and replicate mirror the
+        # original edges (pad, then crop), circular wraps the cropped tensor (crop, then pad).
+        grow = tuple(p if p > 0 else 0 for p in amounts)
+        crop = tuple(p if p < 0 else 0 for p in amounts)
+        if mode == "circular":
+            return _repad(_repad(x, crop), grow, mode)
+        return _repad(_repad(x, grow, mode), crop)
+    for dim, ((lo, hi), size) in enumerate(zip(pairs, x.shape, strict=True)):
+        if mode == "constant" or not (lo or hi):
             continue
-        if not (lo or hi):
-            continue
-        if lo < 0 or hi < 0:
-            raise ShapeError(f"pad: mode {mode!r} needs non-negative pads, found {pad!r}")
         limit = {"reflect": size - 1, "replicate": None, "circular": size}[mode]
         if size == 0 or (limit is not None and max(lo, hi) > limit):
             raise ShapeError(

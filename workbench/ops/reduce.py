@@ -7,10 +7,26 @@ import math
 from .. import dtype as dt
 from .._oprecord import op
 from ..autograd import no_grad, record
-from ..errors import ShapeError
+from ..backends.base import supports
+from ..errors import ArgumentError, DimensionError, ShapeError
 from ..tensor import Tensor
+from . import return_types
 from ._helpers import describe, new, norm_dim, norm_dims
-from .elementwise import eq, exp, log, sqrt, to_dtype, where
+from .elementwise import (
+    eq,
+    exp,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    ne,
+    sqrt,
+    to_dtype,
+    where,
+)
+from .shape import cat
 
 
 def _norm_dims(dims, ndim: int, op: str = "op") -> tuple[int, ...]:
@@ -20,8 +36,17 @@ def _norm_dims(dims, ndim: int, op: str = "op") -> tuple[int, ...]:
     if not ok and isinstance(dims, tuple | list):  # (``all`` is the reduction, here)
         ok = [type(d) for d in dims if not isinstance(d, int)] == []
     if not ok:
-        raise ShapeError(f"{op}: dim must be an int, a sequence of ints or None, found {dims!r}")
+        raise ArgumentError(f"{op}: dim must be an int, a sequence of ints or None, found {dims!r}")
     return norm_dims(dims, ndim, op)
+
+
+def _dim(dim, axis, op: str):
+    """``dim``, or ``axis`` (NumPy's name, which PyTorch accepts too) when that is given."""
+    if axis is None:
+        return dim
+    if dim is not None:
+        raise ArgumentError(f"{op}: got dim={dim!r} and axis={axis!r}; give one of them")
+    return axis
 
 
 def _reduce(name: str, x: Tensor, dims, keepdim: bool, dtype: dt.DType) -> Tensor:
@@ -30,11 +55,12 @@ def _reduce(name: str, x: Tensor, dims, keepdim: bool, dtype: dt.DType) -> Tenso
         _norm_dims(dims, 1, name)
         return new(x._storage.reduce(name, x._layout, (), False, dtype.name), (), dtype, x.device)
     dims = _norm_dims(dims, x.ndim, name)
-    out_shape = tuple(
-        1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims
-    )
     storage = x._storage.reduce(name, x._layout, dims, keepdim, dtype.name)
-    return new(storage, out_shape, dtype, x.device)
+    return new(storage, _reduced_shape(shape, dims, keepdim), dtype, x.device)
+
+
+def _reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple:
+    return tuple(1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims)
 
 
 def _keep(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
@@ -50,14 +76,21 @@ def _sum_dtype(x: Tensor) -> dt.DType:
 
 
 @op
-def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """Sum over ``dim`` (an int, a tuple, or None for all); ints and bools sum to i64."""
+def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
+    """Sum over ``dim`` (an int, a tuple, or None for all); ints and bools sum to i64;
+    ``dtype`` casts the input first."""
+    dim = _dim(dim, axis, "sum")
+    if dtype is not None:
+        x = to_dtype(x, dtype)
     out = _reduce("sum", x, dim, keepdim, _sum_dtype(x))
     return record(out, "sum", (x,), lambda g: (_keep(g, x, dim, keepdim).expand(x.shape),))
 
 
 @op
-def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
+    dim = _dim(dim, axis, "mean")
+    if dtype is not None:
+        x = to_dtype(x, dtype)
     if not x.dtype.is_floating_point:
         x = to_dtype(x, dt.f32)
     dims = _norm_dims(dim, x.ndim, "mean")
@@ -66,7 +99,10 @@ def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
 
 @op
-def prod(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def prod(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
+    dim = _dim(dim, axis, "prod")
+    if dtype is not None:
+        x = to_dtype(x, dtype)
     out = _reduce("prod", x, dim, keepdim, _sum_dtype(x))
 
     def backward(g: Tensor):
@@ -93,9 +129,11 @@ def _prod_of_others(x: Tensor, dims: tuple[int, ...]) -> Tensor:
 
 
 def _check_not_empty(name: str, x: Tensor, dims) -> None:
+    if x.ndim == 0:
+        return
     for d in _norm_dims(dims, x.ndim, name):
         if x.shape[d] == 0:
-            raise ShapeError(
+            raise DimensionError(
                 f"{name}: cannot reduce over dim {d} of size 0 ({describe(x)}): "
                 "the result has no identity"
             )
@@ -116,19 +154,66 @@ def _extremum(name: str, x: Tensor, dim, keepdim: bool) -> Tensor:
 
 
 @op
-def max(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """Largest value over ``dim`` (values only; use ``argmax`` for indices)."""
-    return _extremum("max", x, dim, keepdim)
+def amax(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    """Largest value over ``dim`` (an int, a tuple, or None for all); the gradient is shared
+    evenly between tied maxima."""
+    return _extremum("max", x, _dim(dim, axis, "amax"), keepdim)
 
 
 @op
-def min(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _extremum("min", x, dim, keepdim)
+def amin(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    return _extremum("min", x, _dim(dim, axis, "amin"), keepdim)
+
+
+def _values_at(result: type, x: Tensor, indices: Tensor, dim: int, keepdim: bool):
+    """``result(values, indices)`` with values = x at ``indices`` along ``dim`` (indices keep
+    ``dim`` as size 1 and are squeezed unless ``keepdim``): the gradient goes to the chosen
+    elements only, as PyTorch's."""
+    if x.ndim == 0:
+        return result(x.reshape(()), indices.reshape(()))
+    values = x.gather(dim, indices)
+    if not keepdim:
+        values, indices = values.squeeze(dim), indices.squeeze(dim)
+    return result(values, indices)
+
+
+def _extremum_along(name: str, x: Tensor, dim, keepdim: bool, other, axis):
+    """PyTorch's three ``max``: of everything, ``(values, indices)`` along one dim, or
+    elementwise against a tensor."""
+    if isinstance(dim, Tensor) or other is not None:
+        return (maximum if name == "max" else minimum)(x, dim if other is None else other)
+    dim = _dim(dim, axis, name)
+    if dim is None:
+        return _extremum(name, x, None, keepdim)
+    if not isinstance(dim, int):
+        raise ArgumentError(
+            f"{name}: dim must be an int (use a{name} to reduce over several), found {dim!r}"
+        )
+    with no_grad():
+        indices = _arg("arg" + name, x, dim, x.ndim > 0)
+    return _values_at(getattr(return_types, name), x, indices, norm_dim(dim, x.ndim, name),
+                      keepdim)  # fmt: skip
+
+
+@op
+def max(x: Tensor, dim=None, keepdim: bool = False, other=None, *, axis=None):
+    """``x.max()``: the largest value; ``x.max(dim)``: ``(values, indices)`` along ``dim`` (a
+    named tuple; the first index on ties); ``x.max(y)``: ``maximum(x, y)``. Use ``amax`` for
+    several dims."""
+    return _extremum_along("max", x, dim, keepdim, other, axis)
+
+
+@op
+def min(x: Tensor, dim=None, keepdim: bool = False, other=None, *, axis=None):
+    """``x.min()``, ``x.min(dim)`` -> ``(values, indices)``, ``x.min(y)``: see ``max``."""
+    return _extremum_along("min", x, dim, keepdim, other, axis)
 
 
 def _arg(name: str, x: Tensor, dim, keepdim: bool) -> Tensor:
     _check_not_empty(name, x, dim)
-    if dim is None:
+    if dim is None or x.ndim == 0:
+        if dim is not None:
+            norm_dim(dim, 0, name)
         flat = x.reshape((-1,))
         out = _reduce(name, flat, 0, False, dt.i64)
         return out.reshape((1,) * x.ndim) if keepdim else out
@@ -136,49 +221,71 @@ def _arg(name: str, x: Tensor, dim, keepdim: bool) -> Tensor:
 
 
 @op
-def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None) -> Tensor:
     """Index of the largest value (the first one on ties)."""
-    return _arg("argmax", x, dim, keepdim)
+    return _arg("argmax", x, _dim(dim, axis, "argmax"), keepdim)
 
 
 @op
-def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-    return _arg("argmin", x, dim, keepdim)
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None) -> Tensor:
+    return _arg("argmin", x, _dim(dim, axis, "argmin"), keepdim)
 
 
 @op
-def any(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _reduce("any", x, dim, keepdim, dt.bool_)
+def any(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    return _reduce("any", x, _dim(dim, axis, "any"), keepdim, dt.bool_)
 
 
 @op
-def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    return _reduce("all", x, dim, keepdim, dt.bool_)
+def all(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+    return _reduce("all", x, _dim(dim, axis, "all"), keepdim, dt.bool_)
+
+
+def _correction(correction, unbiased: bool | None) -> int:
+    """PyTorch's older ``unbiased=False`` is ``correction=0``."""
+    return correction if unbiased is None else int(bool(unbiased))
 
 
 @op
-def var(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+def var(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1, *,
+        unbiased: bool | None = None, axis=None) -> Tensor:  # fmt: skip
     """Σ (x - mean)² / (N - correction); ``correction=1`` is the unbiased estimate."""
-    dims = _norm_dims(dim, x.ndim, "var")
+    dims = _norm_dims(_dim(dim, axis, "var"), x.ndim, "var")
+    correction = _correction(correction, unbiased)
     n = math.prod(x.shape[d] for d in dims)
-    centered = x - mean(x, dims, keepdim=True)
     denominator = n - correction
-    return sum(centered * centered, dims, keepdim) * (
-        1.0 / denominator if denominator > 0 else math.nan
-    )
+    scale = 1.0 / denominator if denominator > 0 else math.nan
+    if x.ndim and x.dtype.is_floating_point and supports(x._storage, "var"):
+        # one fused pass (halves accumulate in f32, so their squares cannot overflow);
+        # d var / dx = 2 (x - mean) / (N - correction)
+        storage = x._storage.var(x._layout, dims, keepdim, float(correction))
+        out = new(storage, _reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+
+        def backward(g: Tensor):
+            centered = x.detach() - mean(x.detach(), dims, keepdim=True)
+            return (_keep(g, x, dims, keepdim) * centered * (2.0 * scale),)
+
+        return record(out, "var", (x,), backward, saved=(x,))
+    centered = x - mean(x, dims, keepdim=True)
+    return sum(centered * centered, dims, keepdim) * scale
 
 
 @op
-def std(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    return sqrt(var(x, dim, keepdim, correction))
+def std(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1, *,
+        unbiased: bool | None = None, axis=None) -> Tensor:  # fmt: skip
+    return sqrt(var(x, _dim(dim, axis, "std"), keepdim, _correction(correction, unbiased)))
 
 
 @op
-def logsumexp(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
     """log Σ exp(x), computed stably around the max."""
+    dim = _dim(dim, axis, "logsumexp")
     if x.numel == 0:  # no max to subtract; the sum is 0 (or empty) and its log -inf
         return log(sum(exp(x), dim, keepdim))
-    m = max(x, dim, keepdim=True).detach()
+    if x.ndim == 0:  # a scalar's only (virtual) dim: log exp x = x
+        _norm_dims(dim, 1, "logsumexp")
+        return x * 1.0
+    m = amax(x, dim, keepdim=True).detach()
     m = m.masked_fill(m.isinf(), 0.0)
     out = log(sum(exp(x - m), dim, keepdim=True)) + m
     return out if keepdim else out.squeeze(_norm_dims(dim, x.ndim, "logsumexp"))
@@ -189,11 +296,17 @@ def norm(x: Tensor, p: float = 2.0, dim=None, keepdim: bool = False) -> Tensor:
     """The p-norm ‖x‖ₚ = (Σ |x|ᵖ)^(1/p); p = inf gives max |x|.
 
     d‖x‖ₚ/dx = sign(x) |x|ᵖ⁻¹ / ‖x‖ₚᵖ⁻¹, taken as 0 where the norm is 0 (as PyTorch).
+    p = 0 counts the non-zero elements (no gradient); p = -inf gives min |x|.
     """
+    if p == 0:  # a count: its gradient is 0 everywhere
+        out = sum(to_dtype(ne(x, 0), x.dtype), dim, keepdim)
+        return record(out, "norm", (x,), lambda g: (x.detach() * 0.0,))
     if p == 1:
         return sum(x.abs(), dim, keepdim)
     if p == math.inf:
-        return max(x.abs(), dim, keepdim)
+        return amax(x.abs(), dim, keepdim)
+    if p == -math.inf:
+        return amin(x.abs(), dim, keepdim)
     with no_grad():
         if p == 2:
             out = sqrt(sum(x * x, dim, keepdim))
@@ -225,9 +338,13 @@ def cumsum(x: Tensor, dim: int) -> Tensor:
 
 
 @op
-def sort(x: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
-    """(values, indices) sorted along ``dim``; stable."""
+def sort(
+    x: Tensor, dim: int = -1, descending: bool = False, *, stable: bool = True
+) -> return_types.sort:
+    """``(values, indices)`` sorted along ``dim`` (a named tuple); always stable."""
     dim = norm_dim(dim, x.ndim, "sort")
+    if x.ndim == 0:
+        return _values_at(return_types.sort, x, _zero_index(x), 0, False)
     values_s, idx_s = x._storage.sort(x._layout, dim, descending)
     values = new(values_s, x.shape, x.dtype, x.device)
     indices = new(idx_s, x.shape, dt.i64, x.device)
@@ -238,19 +355,95 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Te
         return (zeros_like(g).scatter_add(dim, indices, g),)
 
     record(values, "sort", (x,), backward)
-    return values, indices
+    return return_types.sort(values, indices)
 
 
 @op
 def argsort(x: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
-    return sort(x, dim, descending)[1]
+    return sort(x, dim, descending).indices
 
 
 @op
-def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True) -> tuple[Tensor, Tensor]:
-    """The ``k`` largest (or smallest) values along ``dim`` and their indices, sorted."""
+def topk(
+    x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
+) -> return_types.topk:
+    """The ``k`` largest (or smallest) values along ``dim`` and their indices, as a named
+    tuple ``(values, indices)``; always sorted (``sorted=False`` leaves the order free)."""
     dim = norm_dim(dim, x.ndim, "topk")
+    if x.ndim == 0:  # as a 1-element vector; k = 1 gives 0-d results, as PyTorch
+        values, indices = topk(x.reshape((1,)), k, 0, largest)
+        shape = () if k == 1 else values.shape
+        return return_types.topk(values.reshape(shape), indices.reshape(shape))
     if not 0 <= k <= x.shape[dim]:
         raise ShapeError(f"topk: k={k} is out of range for dim {dim} of size {x.shape[dim]}")
     values, indices = sort(x, dim, descending=largest)
-    return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
+    return return_types.topk(values.narrow(dim, 0, k), indices.narrow(dim, 0, k))
+
+
+def _zero_index(x: Tensor) -> Tensor:
+    """The index of a 0-d tensor's only element."""
+    from .creation import zeros
+
+    return zeros((), dtype=dt.i64, device=x.device)
+
+
+def _cumulative_extremum(name: str, x: Tensor, dim: int):
+    """``(values, indices)`` of the running max (min) along ``dim``: a Hillis–Steele scan
+    over indices, log₂(n) steps, each combining every position with the one ``shift``
+    before it. Ties keep the later index and a NaN beats every number (the latest NaN's
+    index), as PyTorch."""
+    from .creation import arange
+
+    result = getattr(return_types, name)
+    dim = norm_dim(dim, x.ndim, name)
+    if x.ndim == 0:
+        return _values_at(result, x, _zero_index(x), 0, False)
+    n = x.shape[dim]
+    shape = [1] * x.ndim
+    shape[dim] = n
+    with no_grad():
+        indices = arange(n, device=x.device).reshape(tuple(shape)).expand(x.shape).contiguous()
+        values = x.detach()
+        shift = 1
+        while shift < n:
+            before, here = values.narrow(dim, 0, n - shift), values.narrow(dim, shift, n - shift)
+            beats = before > here if name == "cummax" else before < here
+            if x.dtype.is_floating_point:
+                beats = logical_or(beats, logical_and(before.isnan(), logical_not(here.isnan())))
+            values = cat([values.narrow(dim, 0, shift), where(beats, before, here)], dim)
+            earlier = indices.narrow(dim, 0, n - shift)
+            later = indices.narrow(dim, shift, n - shift)
+            indices = cat([indices.narrow(dim, 0, shift), where(beats, earlier, later)], dim)
+            shift *= 2
+    return _values_at(result, x, indices, dim, True)
+
+
+@op
+def cummax(x: Tensor, dim: int) -> return_types.cummax:
+    """The running maximum along ``dim`` and where it was reached: ``(values, indices)``."""
+    return _cumulative_extremum("cummax", x, dim)
+
+
+@op
+def cummin(x: Tensor, dim: int) -> return_types.cummin:
+    return _cumulative_extremum("cummin", x, dim)
+
+
+@op
+def mode(x: Tensor, dim: int = -1, keepdim: bool = False) -> return_types.mode:
+    """The most frequent value along ``dim`` (the smallest one on ties) and the index of its
+    last occurrence, as PyTorch: ``(values, indices)``. Counts by an (n × n) comparison."""
+    from .creation import arange
+
+    dim = norm_dim(dim, x.ndim, "mode")
+    if x.ndim == 0:
+        return _values_at(return_types.mode, x, _zero_index(x), 0, keepdim)
+    _check_not_empty("mode", x, dim)
+    with no_grad():
+        last = x.detach().movedim(dim, -1)
+        ordered = sort(last, -1).values
+        counts = sum(eq(ordered.unsqueeze(-1), ordered.unsqueeze(-2)), -1)
+        best = ordered.gather(-1, argmax(counts, -1, keepdim=True))
+        positions = arange(last.shape[-1], device=x.device)
+        at = amax(where(eq(last, best), positions, -1), -1, keepdim=True)
+    return _values_at(return_types.mode, x, at.movedim(-1, dim), dim, keepdim)

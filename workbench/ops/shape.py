@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from .. import dtype as dt
 from .._oprecord import op
 from ..autograd import record
-from ..dtype import promote_types
-from ..errors import ShapeError
+from ..dtype import DType, promote_types
+from ..errors import ShapeError, UnsupportedOnDevice
 from ..layout import Layout
 from ..tensor import Tensor, make
 from ._helpers import describe, norm_dim, norm_dims, same_device
@@ -58,8 +59,11 @@ def reshape(x: Tensor, *shape: int) -> Tensor:
 
 
 @op
-def view(x: Tensor, *shape: int) -> Tensor:
-    """Like ``reshape`` but never copies: raises when the layout cannot be viewed so."""
+def view(x: Tensor, *shape) -> Tensor:
+    """Like ``reshape`` but never copies: raises when the layout cannot be viewed so.
+    ``x.view(dtype)`` reinterprets the bytes instead (see ``_view_as_dtype``)."""
+    if len(shape) == 1 and isinstance(shape[0], DType | str):
+        return _view_as_dtype(x, dt.dtype(shape[0]))
     shape = _infer_shape("view", x, _shape_arg(shape))
     layout = x._layout.reshape(shape)
     if layout is None:
@@ -69,6 +73,26 @@ def view(x: Tensor, *shape: int) -> Tensor:
         )
     old = x.shape
     return _as_view(x, layout, "view", lambda g: (g.reshape(old),))
+
+
+def _view_as_dtype(x: Tensor, dtype: DType) -> Tensor:
+    """The same bytes read as ``dtype`` (no copy, no gradient). With another item size the last
+    dim scales by the ratio and must be contiguous (stride 1), as in PyTorch. CPU only."""
+    if dtype is x.dtype:
+        return x
+    if not x.device.is_cpu:
+        raise UnsupportedOnDevice(f"op view(dtype) is not implemented on {x.device.kind}")
+    if dtype.itemsize != x.dtype.itemsize:
+        last = x.shape[-1] if x.ndim else 0
+        if x.ndim == 0 or x.strides[-1] != 1 or (last * x.dtype.itemsize) % dtype.itemsize:
+            raise ShapeError(
+                f"view: {describe(x)} with strides {x.strides} cannot be viewed as "
+                f"{dtype.name}: the last dim needs stride 1 and {last} × {x.dtype.itemsize} "
+                f"bytes divisible by {dtype.itemsize}"
+            )
+    from .creation import from_numpy
+
+    return from_numpy(x.detach().numpy().view(dtype.numpy))
 
 
 @op
