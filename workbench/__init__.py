@@ -10,12 +10,7 @@
 This module is the public surface; everything not listed in ``__all__`` may change.
 """
 
-from . import (
-    _methods,  # noqa: F401  (binds ops onto Tensor)
-    io,
-    nn,
-    optim,
-)
+from . import _methods  # noqa: F401  (binds ops onto Tensor)
 from .autograd import GradStore, enable_grad, is_grad_enabled, no_grad
 from .device import Device, cuda_if_available, device, is_available, metal_if_available
 from .dtype import (
@@ -33,9 +28,11 @@ from .dtype import (
     u32,
 )
 from .errors import (
+    ArgumentError,
     AutogradError,
     DeviceMismatch,
     DeviceUnavailable,
+    DimensionError,
     DivisionByZero,
     DTypeError,
     IndexingError,
@@ -45,7 +42,6 @@ from .errors import (
     WorkbenchError,
 )
 from .interop import from_dlpack
-from .io import hub, load_npz, load_safetensors, save_npz, save_safetensors
 from .memory import clear_cache, memory_stats, reset_peak_memory_stats
 from .ops import FAMILIES as _FAMILIES
 from .ops.creation import (
@@ -94,8 +90,14 @@ def load_ipython_extension(ipython) -> None:
     load(ipython)
 
 
-# Imported on first use, so that ``import workbench`` (a kernel's first cell, a CLI) stays fast.
+# Imported on first use, so that ``import workbench`` (a kernel's first cell, a CLI) stays fast
+# (benchmarks/bench_import.py; tests/test_lazy_imports.py lists what it must not import).
 _LAZY = {
+    "nn": ("nn", None),
+    "optim": ("optim", None),
+    "io": ("io", None),
+    **{name: ("io", name) for name in ("hub", "load_npz", "load_safetensors", "save_npz",
+                                       "save_safetensors")},
     "quantized": ("quantized", None),
     "distributed": ("distributed", None),  # wb.distributed.init(), DDP, tensor parallel
     **{name: ("quantized", name) for name in ("GgmlDType", "QEmbedding", "QLinear", "QMatMul",
@@ -166,6 +168,7 @@ __all__ = [
     "load_safetensors",
     "save_npz",
     "save_safetensors",
+    "ArgumentError",
     "AutogradError",
     "DType",
     "DTypeError",
@@ -173,6 +176,7 @@ __all__ = [
     "Device",
     "DeviceMismatch",
     "DeviceUnavailable",
+    "DimensionError",
     "Generator",
     "GradStore",
     "IndexingError",

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .backends.dtypes import NUMPY_BY_NAME, name_of
+
 
 class DType:
     """An element type. Compare with ``is`` or ``==``; instances are singletons."""
@@ -67,17 +69,9 @@ _ALIASES = {
 }  # fmt: skip
 
 
-def _numpy_table() -> dict[str, np.dtype]:
-    import ml_dtypes
-
-    table = {d.name: np.dtype(d.torch_name if d is not bf16 else ml_dtypes.bfloat16)
-             for d in ALL_DTYPES}  # fmt: skip
-    table["bool"] = np.dtype(np.bool_)
-    return table
-
-
-NUMPY_DTYPES = _numpy_table()
-_FROM_NUMPY = {v: _BY_NAME[k] for k, v in NUMPY_DTYPES.items()}
+# The hardware layer's table, by the same names (bf16 enters it, importing ml_dtypes, on its
+# first lookup: ``NUMPY_DTYPES["bf16"]``).
+NUMPY_DTYPES = NUMPY_BY_NAME
 # numpy types with no exact workbench twin, mapped to the type that holds their values.
 _FROM_NUMPY_WIDENED = {np.dtype(np.int8): i16, np.dtype(np.uint16): i32, np.dtype(np.uint64): i64}
 
@@ -101,22 +95,20 @@ def dtype(spec: DType | str | np.dtype | type) -> DType:
 
 
 def from_numpy_dtype(np_dtype: np.dtype) -> DType:
-    found = _FROM_NUMPY.get(np_dtype)
+    found = _BY_NAME.get(name_of(np_dtype))
     if found is None:
         from .errors import DTypeError
 
         raise DTypeError(
             f"numpy dtype {np_dtype} has no workbench equivalent; "
-            f"supported: {', '.join(str(v) for v in NUMPY_DTYPES.values())}"
+            f"supported: {', '.join(str(d.numpy) for d in ALL_DTYPES)}"
         )
     return found
 
 
 def widened_from_numpy(np_dtype: np.dtype) -> DType | None:
     """The workbench type a numpy type without an exact twin is converted to, or None."""
-    if np_dtype in _FROM_NUMPY:
-        return _FROM_NUMPY[np_dtype]
-    return _FROM_NUMPY_WIDENED.get(np_dtype)
+    return _BY_NAME.get(name_of(np_dtype)) or _FROM_NUMPY_WIDENED.get(np_dtype)
 
 
 def promote_types(a: DType, b: DType) -> DType:

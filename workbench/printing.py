@@ -24,8 +24,15 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def special_counts(nan: int, inf: int) -> str:
+    """``"1 NaN, 2 Infs"``: the non-zero counts of NaN and infinite values ("" when none)."""
+    counts = ((nan, "NaN"), (inf, "Inf"))
+    return ", ".join(f"{n} {label}{'' if n == 1 else 's'}" for n, label in counts if n)
+
+
 def stats_line(values: np.ndarray, nbytes: int) -> str:
-    """``n=… (size) x∈[min, max] μ=… σ=…`` with NaN/Inf counts shouted; sampled when huge."""
+    """``n=… (size) x∈[min, max] μ=… σ=…`` then the NaN/Inf counts (``1 NaN, 2 Infs``);
+    sampled when huge."""
     flat = values.reshape(-1)
     sampled = flat.size > _STATS_SAMPLE
     if sampled:
@@ -39,10 +46,8 @@ def stats_line(values: np.ndarray, nbytes: int) -> str:
         if finite.size:
             parts.append(f"x∈[{finite.min():.4g}, {finite.max():.4g}]")
             parts.append(f"μ={finite.mean():.4g} σ={finite.std():.4g}")
-        if nan:
-            parts.append(f"NaN!{nan}")
-        if inf:
-            parts.append(f"Inf!{inf}")
+        if nan or inf:
+            parts.append(special_counts(nan, inf))
     elif flat.dtype.kind != "b" and flat.size:
         parts.append(f"x∈[{flat.min()}, {flat.max()}]")
     elif flat.size:

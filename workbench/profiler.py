@@ -19,7 +19,6 @@ beside ops that take a millisecond. notebooks/04_profiling_and_widgets.ipynb re-
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -235,6 +234,8 @@ class Profile:
             }
             for e in self.events
         ]  # fmt: skip
+        import json  # (only here: ``import workbench`` does not need it)
+
         path = Path(path)
         path.write_text(json.dumps({"traceEvents": names + trace, "displayTimeUnit": "ms"}))
         return path

@@ -40,12 +40,21 @@ class Generator:
 
 
 class _DefaultGenerator(Generator):
-    """The process-wide generator, unless the context entered a ``Generator`` of its own."""
+    """The process-wide generator, unless the context entered a ``Generator`` of its own. Its
+    stream is made at the first draw: ``numpy.random`` is slow to import."""
+
+    def __init__(self):
+        self._rng: np.random.Generator | None = None
+        self._tokens = []
 
     @property
     def rng(self) -> np.random.Generator:
         local = _CURRENT.get()
-        return self._rng if local is None else local.rng
+        if local is not None:
+            return local.rng
+        if self._rng is None:
+            self._rng = np.random.Generator(np.random.PCG64())
+        return self._rng
 
     @rng.setter
     def rng(self, value: np.random.Generator) -> None:

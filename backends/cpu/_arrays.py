@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
-from ..dtypes import NUMPY_BY_NAME  # noqa: F401  (the one dtype table; re-exported)
+from ..dtypes import HALF_TYPES, NUMPY_BY_NAME  # noqa: F401  (the one dtype table; re-exported)
 
-HALF_TYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-F16, BF16 = HALF_TYPES
+F16 = HALF_TYPES[0]
 F32 = np.dtype(np.float32)
 
 
 def is_half(dtype: np.dtype) -> bool:
     """f16 or bf16 (by identity: numpy's dtype ``==`` costs more than the op on small arrays;
-    storages only hold native dtypes, which are singletons)."""
-    return dtype is F16 or dtype is BF16
+    storages only hold native dtypes, which are singletons). ``HALF_TYPES[-1]`` is bf16 once
+    it is loaded, and no storage holds a bf16 array before that."""
+    return dtype is F16 or dtype is HALF_TYPES[-1]
 
 
 try:  # numpy >= 2 keeps the floating-point error state in a context variable

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from .. import optable
+from ..lazy import lazy_module
 from ._arrays import contiguous, is_half, quiet, upcast, view
 from .native import NATIVE, codes
 
+special = lazy_module("scipy.special")
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
 _INV_SQRT_2 = float(1.0 / np.sqrt(2.0))
 

@@ -14,9 +14,11 @@ everything else scatters through flat positions with the 1-d ``np.add.at`` fast 
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
 
+from ..lazy import lazy_module
 from ._arrays import contiguous, upcast, view
+
+sparse = lazy_module("scipy.sparse")
 
 # Below this many source elements the sparse matrix costs more to build than add.at takes.
 _SPARSE_MIN_ELEMENTS = 16384

@@ -20,7 +20,7 @@ def test_small_tensor_shows_stats_and_values():
 
 def test_nan_and_inf_are_flagged():
     out = html.tensor_html(wb.tensor([1.0, float("nan"), float("inf"), float("-inf")]))
-    assert "1 NaN, 2 Inf</b>" in out
+    assert "1 NaN, 2 Infs</b>" in out
     assert "x∈[1, 1]" in out  # stats over the finite values only
 
 

@@ -25,7 +25,7 @@ def _to_array(name: str, value) -> np.ndarray:
         array = value.detach().numpy()
     else:
         array = np.asarray(value)
-    if array.dtype == dt.bf16.numpy:
+    if dt.widened_from_numpy(array.dtype) is dt.bf16:  # (bf16.numpy would import ml_dtypes)
         array = array.astype(np.float32)
     if dt.widened_from_numpy(array.dtype) is None:
         raise NpzError(f"{name!r}: numpy dtype {array.dtype} has no workbench dtype")

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import ml_dtypes
 import numpy as np
 
 from .. import dtype as dt
+from ..backends.lazy import LazyValues, lazy_module
 from ..device import Device
 from ..ops.creation import from_numpy
 from ..tensor import Tensor
@@ -46,15 +46,25 @@ MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit
 ALIGNMENT = 8
 INDEX_NAME = "model.safetensors.index.json"
 
-# safetensors dtype name -> numpy dtype stored in the file.
-FILE_DTYPES: dict[str, np.dtype] = {
+ml_dtypes = lazy_module("ml_dtypes")
+
+# safetensors dtype name -> bytes per element (what a header is checked against).
+ITEMSIZE: dict[str, int] = {
+    "BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "I32": 4, "U32": 4, "I64": 8, "U64": 8,
+    "F16": 2, "BF16": 2, "F32": 4, "F64": 8, "F8_E4M3": 1, "F8_E5M2": 1,
+}  # fmt: skip
+# safetensors dtype name -> numpy dtype stored in the file; ml_dtypes' types (slow to import)
+# are made at their first lookup.
+FILE_DTYPES: dict[str, np.dtype] = LazyValues({
     "BOOL": np.dtype(np.bool_), "U8": np.dtype("u1"), "I8": np.dtype("i1"),
     "I16": np.dtype("<i2"), "U16": np.dtype("<u2"), "I32": np.dtype("<i4"),
     "U32": np.dtype("<u4"), "I64": np.dtype("<i8"), "U64": np.dtype("<u8"),
-    "F16": np.dtype("<f2"), "BF16": np.dtype(ml_dtypes.bfloat16), "F32": np.dtype("<f4"),
-    "F64": np.dtype("<f8"), "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
-}  # fmt: skip
+    "F16": np.dtype("<f2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8"),
+}, lazy={
+    "BF16": lambda: dt.bf16.numpy,
+    "F8_E4M3": lambda: np.dtype(ml_dtypes.float8_e4m3fn),
+    "F8_E5M2": lambda: np.dtype(ml_dtypes.float8_e5m2),
+})  # fmt: skip
 # File dtypes without a workbench twin, and the type they load as (exact for every value
 # except U64 above 2**63 - 1).
 WIDENED = {"I8": dt.i16, "U16": dt.i32, "U64": dt.i64, "F8_E4M3": dt.bf16, "F8_E5M2": dt.bf16}
@@ -181,9 +191,9 @@ def _parse_entry(name: str, entry: Any, path: str) -> TensorInfo:
             path, "a header entry needs exactly the keys dtype, shape and data_offsets", name
         )
     dtype, shape, offsets = entry
-    if not isinstance(dtype, str) or dtype not in FILE_DTYPES:
+    if not isinstance(dtype, str) or dtype not in ITEMSIZE:
         raise SafetensorsError(
-            path, f"dtype {dtype!r} is not supported; expected one of {sorted(FILE_DTYPES)}", name
+            path, f"dtype {dtype!r} is not supported; expected one of {sorted(ITEMSIZE)}", name
         )
     if not isinstance(shape, list) or not all(
         type(s) is int and 0 <= s < _U64
@@ -202,7 +212,7 @@ def _parse_entry(name: str, entry: Any, path: str) -> TensorInfo:
         count *= size
         if count >= _U64:
             raise SafetensorsError(path, f"shape {shape} counts past u64 elements", name)
-    nbytes = count * FILE_DTYPES[dtype].itemsize
+    nbytes = count * ITEMSIZE[dtype]
     if offsets[1] - offsets[0] != nbytes:
         raise SafetensorsError(
             path,
@@ -309,7 +319,7 @@ def _check_representable(info: TensorInfo, path: str, name: str) -> None:
     """Raise when numpy (so workbench) cannot make an array of this shape: the header is
     valid (the reference reads it) but the tensor cannot be loaded."""
     nonzero = math.prod(s for s in info.shape if s)
-    if len(info.shape) > 64 or nonzero * FILE_DTYPES[info.dtype].itemsize >= 2**63:
+    if len(info.shape) > 64 or nonzero * ITEMSIZE[info.dtype] >= 2**63:
         raise SafetensorsError(
             path,
             f"shape {list(info.shape)} cannot be loaded: tensors have at most 64 dims and "

@@ -11,7 +11,7 @@ import html
 
 import numpy as np
 
-from ..printing import human_bytes
+from ..printing import human_bytes, special_counts
 
 SAMPLE = 1 << 16  # elements the stats and histogram look at, at most
 PREVIEW = 64  # tensors with at most this many elements show their values
@@ -100,9 +100,9 @@ def tensor_html(t) -> str:
         parts.append(f"μ={_g(s['mean'])} σ={_g(s['std'])}")
     if "true" in s:
         parts.append(f"true={s['true']}")
-    bad = [f"{s[key]} {label}" for key, label in (("nan", "NaN"), ("inf", "Inf")) if s[key]]
-    if bad:  # shouted, as in lovely-tensors: "1 NaN, 2 Inf"
-        parts.append(f"<b style='color:#d62728'>{', '.join(bad)}</b>")
+    bad = special_counts(s["nan"], s["inf"])
+    if bad:  # shouted, as in lovely-tensors: "1 NaN, 2 Infs"
+        parts.append(f"<b style='color:#d62728'>{bad}</b>")
     line = sparkline(flat)
     if line:
         parts.append(f"<span title='histogram'>{line}</span>")

@@ -2,8 +2,9 @@
 
 Its panel asks for a ``.gguf`` path (default ``~/.cache/workbench/llm.gguf``), loads it and
 shows a :class:`ChatWidget`. No weights ship with workbench and none download from here; the
-panel says so when the file is not there. Registered when this module is imported; the
-catalogue (``workbench.models.catalog``) can list :data:`SPEC` under ``"llm-chat"``.
+panel says so when the file is not there. Described (name, weights path, ...) in
+``workbench.models.catalog``, so the gallery lists it without importing this module; registered
+when this module is imported.
 """
 
 from __future__ import annotations
@@ -13,16 +14,8 @@ import os
 
 from ... import registry
 
-LOCAL = os.path.join("~", ".cache", "workbench", "llm.gguf")
-
-SPEC = registry.Spec(
-    display_name="LLM chat (GGUF)",
-    description="Chat with a quantized Llama / Qwen / Gemma / Phi-3 GGUF file, tokens streamed.",
-    weights=LOCAL,
-    local_path=LOCAL,
-    code="workbench.models.llm.gallery",
-    has_panel=True,
-)
+SPEC = registry.spec("llm-chat")
+LOCAL = SPEC.local_path
 
 
 def load_model(weights: str):
