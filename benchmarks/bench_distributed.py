@@ -4,7 +4,11 @@
    preallocated ``out``, as the peers write in place), raw mpi4py ``Allreduce`` on numpy
    arrays, and ``torch.distributed`` (gloo) — all three in one run, interleaved. Bus bandwidth
    is NCCL's measure: 2·(W-1)/W · bytes / time. Target: workbench >= 0.95× raw mpi4py.
-2. DDP training step (forward, backward with the bucketed all-reduce, AdamW) of an MLP at
+   The ratio is paired per repeat (median and quartiles printed): the load on a shared
+   machine changes between repeats more than between neighbouring calls.
+2. What the workbench call adds to mpi4py's per call, on ``MPI.COMM_SELF`` (CPU time): the
+   part of the small-message gap that is ours rather than the other rank's.
+3. DDP training step (forward, backward with the bucketed all-reduce, AdamW) of an MLP at
    world size 2 (half of the global batch per rank) against the single-process step on the
    whole batch, alternated in the same run.
 
@@ -49,25 +53,38 @@ def _bus_gbps(nbytes: int, seconds: float, world: int) -> float:
     return 2 * (world - 1) / world * nbytes / seconds / 1e9
 
 
-def bench_all_reduce(comm, mpi_comm, dist_torch, quick: bool) -> list[dict]:
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
+    return q[0], statistics.median(values), q[-1]
+
+
+def _peers(comm, mpi_comm, dist_torch, n: int) -> dict:
+    """The three all-reduce calls on ``n`` f32 values: each writes a separate output (or, for
+    gloo, its tensor in place), as a training loop reusing its buffers would."""
     import torch
     from mpi4py import MPI
 
     import workbench as wb
 
-    repeats = 3 if quick else 7
+    x, out = wb.ones(n), wb.empty(n)
+    src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
+    t = torch.ones(n)
+    fns = {
+        "workbench": lambda: comm.all_reduce(x, out=out),
+        "mpi4py": lambda: mpi_comm.Allreduce(src, dst, MPI.SUM),
+    }
+    if dist_torch is not None:
+        fns["torch_gloo"] = lambda: dist_torch.all_reduce(t)
+    return fns
+
+
+def bench_all_reduce(comm, mpi_comm, dist_torch, quick: bool) -> list[dict]:
+    """Wall clock per call on rank 0, interleaved; the ratio is taken per repeat (the peers
+    ran back to back, under the same load), then its median and quartiles over the repeats."""
+    repeats = 5 if quick else 15
     rows = []
     for nbytes in SIZES:
-        n = nbytes // 4
-        x = wb.ones(n)
-        out = wb.empty(n)
-        src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
-        t = torch.ones(n)
-        fns = {
-            "workbench": lambda x=x, out=out: comm.all_reduce(x, out=out),
-            "mpi4py": lambda src=src, dst=dst: mpi_comm.Allreduce(src, dst, MPI.SUM),
-            "torch_gloo": lambda t=t: dist_torch.all_reduce(t),
-        }
+        fns = _peers(comm, mpi_comm, dist_torch, nbytes // 4)
         number = _number(nbytes, quick)
         times = {k: [] for k in fns}
         for fn in fns.values():
@@ -78,18 +95,43 @@ def bench_all_reduce(comm, mpi_comm, dist_torch, quick: bool) -> list[dict]:
             for name in order:
                 mpi_comm.Barrier()
                 times[name].append(_time(fns[name], number))
-        med = {k: statistics.median(v) for k, v in times.items()}
         w = mpi_comm.Get_size()
-        rows.append(
-            {
-                "bytes": nbytes,
-                **{f"{k}_s": v for k, v in med.items()},
-                **{f"{k}_busbw_GBps": _bus_gbps(nbytes, v, w) for k, v in med.items()},
-                "workbench_vs_mpi4py": med["mpi4py"] / med["workbench"],  # bandwidth ratio
-                "workbench_vs_gloo": med["torch_gloo"] / med["workbench"],
-            }
-        )
-        del x, out, src, dst, t
+        row = {"bytes": nbytes, "repeats": repeats}
+        for name, ts in times.items():
+            row[f"{name}_s"] = statistics.median(ts)
+            row[f"{name}_busbw_GBps"] = _bus_gbps(nbytes, row[f"{name}_s"], w)
+        for peer in ("mpi4py", "torch_gloo"):
+            ratios = [p / m for p, m in zip(times[peer], times["workbench"], strict=True)]
+            row[f"workbench_vs_{peer}_q"] = _quartiles(ratios)  # bandwidth ratio
+            row[f"workbench_vs_{peer}"] = row[f"workbench_vs_{peer}_q"][1]
+        rows.append(row)
+        del fns
+    return rows
+
+
+def bench_call_overhead(quick: bool) -> list[dict]:
+    """What the workbench call adds to mpi4py's: the same two calls on ``MPI.COMM_SELF`` (a
+    local copy, no other rank to wait for), CPU time of this process, interleaved."""
+    from mpi4py import MPI
+
+    from workbench.distributed import MPICommunicator
+
+    comm = MPICommunicator(MPI.COMM_SELF)
+    repeats, number = (5, 2000) if quick else (15, 20000)
+    rows = []
+    for nbytes in (1 << 10,):  # larger copies vary with where the buffers lie, not with us
+        fns = _peers(comm, MPI.COMM_SELF, None, nbytes // 4)
+        times = {k: [] for k in fns}
+        for rep in range(repeats):
+            for name in list(fns)[rep % 2 :] + list(fns)[: rep % 2]:
+                start = time.process_time()
+                for _ in range(number):
+                    fns[name]()
+                times[name].append((time.process_time() - start) / number)
+        diffs = [w - m for w, m in zip(times["workbench"], times["mpi4py"], strict=True)]
+        rows.append({"bytes": nbytes, **{f"{k}_us": statistics.median(v) * 1e6
+                                         for k, v in times.items()},
+                     "overhead_us_q": tuple(d * 1e6 for d in _quartiles(diffs))})  # fmt: skip
     return rows
 
 
@@ -170,25 +212,34 @@ def worker(quick: bool, json_path: str | None) -> None:
     dist_torch.destroy_process_group()
     if rank:
         return
+    overhead = bench_call_overhead(quick)
     from benchmarks import machine
 
     print("\n".join(machine.describe()))
-    print(f"all_reduce f32 sum, {world} ranks, bus bandwidth GB/s (median), wall clock")
-    print(
-        f"{'size':>9} {'workbench':>10} {'mpi4py':>10} {'gloo':>10} "
-        f"{'wb/mpi4py':>10} {'wb/gloo':>8}"
-    )
+    print(f"all_reduce f32 sum, {world} ranks, bus bandwidth GB/s (median of "
+          f"{rows[0]['repeats']} interleaved repeats), wall clock on rank 0")  # fmt: skip
+    print(f"{'size':>9} {'workbench':>10} {'mpi4py':>10} {'gloo':>10} "
+          f"{'wb/mpi4py [quartiles]':>24} {'wb/gloo':>8}")  # fmt: skip
     for r in rows:
         size = r["bytes"]
         label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+        lo, mid, hi = r["workbench_vs_mpi4py_q"]
         print(
             f"{label:>9} {r['workbench_busbw_GBps']:10.3f} {r['mpi4py_busbw_GBps']:10.3f} "
-            f"{r['torch_gloo_busbw_GBps']:10.3f} {r['workbench_vs_mpi4py']:9.2f}x "
-            f"{r['workbench_vs_gloo']:7.2f}x"
+            f"{r['torch_gloo_busbw_GBps']:10.3f} {mid:9.2f}x [{lo:.2f}-{hi:.2f}]   "
+            f"{r['workbench_vs_torch_gloo']:7.2f}x"
         )
     worst = min(r["workbench_vs_mpi4py"] for r in rows)
     print(f"target workbench >= 0.95x raw mpi4py: worst size {worst:.2f}x "
           f"({'ok' if worst >= 0.95 else 'MISSED'})")  # fmt: skip
+    print(
+        "per-call cost on MPI.COMM_SELF (CPU time, median): workbench all_reduce(x, out=out) "
+        "vs mpi4py Allreduce"
+    )
+    for r in overhead:
+        lo, mid, hi = r["overhead_us_q"]
+        print(f"{r['bytes'] >> 10:>5} KiB  workbench {r['workbench_us']:.2f} us, mpi4py "
+              f"{r['mpi4py_us']:.2f} us: +{mid:.2f} us [{lo:.2f}-{hi:.2f}]")  # fmt: skip
     print(
         f"\nDDP step ({ddp['model']}): one process {ddp['single_process_step_s'] * 1e3:.1f} ms, "
         f"2 ranks {ddp['ddp_world2_step_s'] * 1e3:.1f} ms ({ddp['speedup']:.2f}x, "
@@ -196,7 +247,7 @@ def worker(quick: bool, json_path: str | None) -> None:
     )
     if json_path:
         with open(json_path, "w") as f:
-            json.dump({"all_reduce": rows, "ddp": ddp}, f, indent=2)
+            json.dump({"all_reduce": rows, "call_overhead": overhead, "ddp": ddp}, f, indent=2)
         print(f"wrote {json_path}")
 
 

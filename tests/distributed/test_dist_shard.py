@@ -99,8 +99,36 @@ def test_gguf_shards_stay_quantized_and_match_gguf_py(gguf_file, dim):
 def test_gguf_shard_must_cut_whole_blocks(gguf_file):
     path, _ = gguf_file
     svb = dist.ShardedVarBuilder(wb.QVarBuilder.from_gguf(path), rank=0, world_size=4)
-    with pytest.raises(ShapeError, match="not a multiple of the block size 32"):
+    with pytest.raises(ShapeError, match="not a multiple of the Q4_0 block size 32"):
         svb.get_qtensor_sharded((6, 64), "w4", 1)  # 16 columns: half a Q4_0 block
+    svb = dist.ShardedVarBuilder(wb.QVarBuilder.from_gguf(path), rank=1, world_size=2)
+    with pytest.raises(ShapeError, match="gives rank 1 columns 80..96 of its last dim"):
+        svb.get_qtensor_sharded((8, 128), "w8", 1, parts=(64, 32, 32))  # 16 columns each
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_fused_parts_split_one_by_one(gguf_file, safetensors_file, dim):
+    """A fused tensor (q|k|v stacked) gives rank r the r-th block of every part, in order."""
+    path, full = gguf_file
+    parts = (2, 6) if dim == 0 else (64, 64)
+    bounds = np.cumsum((0, *parts))
+    for rank in range(2):
+        svb = dist.ShardedVarBuilder(wb.QVarBuilder.from_gguf(path), rank=rank, world_size=2)
+        pieces = [np.split(p, 2, axis=dim)[rank]
+                  for p in np.split(full["w8"], bounds[1:-1], axis=dim)]  # fmt: skip
+        q = svb.get_qtensor_sharded((8, 128), "w8", dim, parts)
+        assert q.ggml_dtype.name == "Q8_0"
+        np.testing.assert_array_equal(q.dequantize().numpy(), np.concatenate(pieces, axis=dim))
+    st_path, arrays = safetensors_file
+    svb = dist.ShardedVarBuilder(wb.nn.VarBuilder.from_safetensors(st_path), rank=1, world_size=2)
+    np.testing.assert_array_equal(
+        svb.get_sharded((8, 6), "fc.weight", 0, parts=(2, 4, 2)).numpy(),
+        arrays["fc.weight"][[1, 4, 5, 7]],
+    )
+    with pytest.raises(ShapeError, match=r"its parts \[2, 4\] along dim 0 add up to 6, not 8"):
+        svb.get_sharded((8, 6), "fc.weight", 0, parts=(2, 4))
+    with pytest.raises(ShapeError, match="a part of 3 of dim 0 does not split into 2 equal parts"):
+        svb.get_sharded((8, 6), "fc.weight", 0, parts=(3, 5))
 
 
 def test_parallel_linears_hold_their_slices():

@@ -21,7 +21,7 @@ from .errors import CommunicatorTimeout, DistributedError
 from .fake import FakeCommunicator, FakeWorld, run_threads
 from .sampler import DistributedBatcher
 from .shard import Shard, ShardedVarBuilder, shard_qtensor, shard_tensor
-from .tensor_parallel import ColumnParallelLinear, RowParallelLinear, shard_linear
+from .tensor_parallel import ColumnParallelLinear, RowParallelLinear, TensorParallel, shard_linear
 from .world import get_communicator, init, is_initialized, set_communicator
 
 
@@ -42,6 +42,7 @@ __all__ = [
     "ColumnParallelLinear", "Communicator", "CommunicatorTimeout", "DistributedBatcher",
     "DistributedDataParallel", "DistributedError", "FakeCommunicator", "FakeWorld", "LaunchInfo",
     "MPICommunicator", "NCCLCommunicator", "ReduceOp", "RowParallelLinear", "Shard",
-    "ShardedVarBuilder", "Work", "get_communicator", "init", "is_initialized", "launch_info",
-    "run_threads", "set_communicator", "shard_linear", "shard_qtensor", "shard_tensor",
+    "ShardedVarBuilder", "TensorParallel", "Work", "get_communicator", "init", "is_initialized",
+    "launch_info", "run_threads", "set_communicator", "shard_linear", "shard_qtensor",
+    "shard_tensor",
 ]  # fmt: skip

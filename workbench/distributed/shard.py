@@ -8,6 +8,7 @@ slice is cut from the memory-mapped file before any conversion, so a rank copies
 converts) only its own part. Over GGUF (``QVarBuilder``), a slice along the first dim or along
 the last dim (a whole number of quantization blocks) is cut from the raw blocks:
 ``get_qtensor_sharded`` keeps it quantized, ``get_sharded`` dequantizes only the slice.
+``parts=(hq, hk, hv)`` splits a fused tensor part by part (rank r: ``[q_r | k_r | v_r]``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..device import CPU
 from ..errors import ShapeError
 from ..nn.var_builder import VarBuilder
+from ..ops.shape import cat
 from ..quantized.qtensor import QTensor
 from ..quantized.var_builder import QVarBuilder
 from ..tensor import Tensor
@@ -27,61 +31,102 @@ from .errors import DistributedError
 
 @dataclass(frozen=True)
 class Shard:
-    """Block ``rank`` of ``world_size`` equal blocks along ``dim``."""
+    """Block ``rank`` of ``world_size`` equal blocks along ``dim``.
+
+    ``parts``: the sizes of tensors stacked along ``dim`` in one (phi3's fused q|k|v, gate|up);
+    each part is split on its own and the rank's blocks are concatenated in order, so that
+    rank r holds ``[q_r | k_r | v_r]``. Empty: one part, the whole dim.
+    """
 
     dim: int
     rank: int
     world_size: int
+    parts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:
             raise DistributedError(f"Shard: rank {self.rank} outside world size {self.world_size}")
 
-    def bounds(self, shape: tuple[int, ...], name: str = "tensor") -> tuple[int, int, int]:
-        """(dim, start, length) of this block in a tensor of ``shape``."""
+    def ranges(self, shape: tuple[int, ...], name: str = "tensor") -> tuple[int, list[range]]:
+        """(dim, the index ranges along dim that this rank keeps) in a tensor of ``shape``."""
         if not -len(shape) <= self.dim < len(shape):
             raise ShapeError(f"Shard: dim {self.dim} is out of range for {name} of shape {shape}")
         dim = self.dim % len(shape)
-        if shape[dim] % self.world_size:
+        parts = self.parts or (shape[dim],)
+        if sum(parts) != shape[dim]:
             raise ShapeError(
-                f"Shard: {name} has shape {shape}; dim {dim} ({shape[dim]}) does not split into "
-                f"{self.world_size} equal parts"
+                f"Shard: {name} has shape {shape}; its parts {list(parts)} along dim {dim} add "
+                f"up to {sum(parts)}, not {shape[dim]}"
             )
-        length = shape[dim] // self.world_size
-        return dim, self.rank * length, length
+        kept, begin = [], 0
+        for part in parts:
+            if part % self.world_size:
+                what = (
+                    f"dim {dim} ({part})" if len(parts) == 1 else f"a part of {part} of dim {dim}"
+                )
+                raise ShapeError(
+                    f"Shard: {name} has shape {shape}; {what} does not split into "
+                    f"{self.world_size} equal parts"
+                )
+            n = part // self.world_size
+            kept.append(range(begin + self.rank * n, begin + (self.rank + 1) * n))
+            begin += part
+        return dim, kept
+
+    def bounds(self, shape: tuple[int, ...], name: str = "tensor") -> tuple[int, int, int]:
+        """(dim, start, length) of this block in a tensor of ``shape`` (one part)."""
+        dim, (kept, *more) = self.ranges(shape, name)
+        if more:
+            raise ShapeError(f"Shard: {name} is split in {len(more) + 1} parts, not one block")
+        return dim, kept.start, len(kept)
 
     def shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        dim, _, length = self.bounds(shape)
-        return (*shape[:dim], length, *shape[dim + 1 :])
+        dim, kept = self.ranges(shape)
+        return (*shape[:dim], sum(map(len, kept)), *shape[dim + 1 :])
 
 
 def shard_tensor(t: Tensor, shard: Shard, name: str = "tensor") -> Tensor:
-    """This rank's block of a full tensor (a view)."""
-    dim, start, length = shard.bounds(t.shape, name)
-    return t.narrow(dim, start, length)
+    """This rank's block of a full tensor (a view; a copy when ``shard`` has several parts)."""
+    dim, kept = shard.ranges(t.shape, name)
+    blocks = [t.narrow(dim, r.start, len(r)) for r in kept]
+    return blocks[0] if len(blocks) == 1 else cat(blocks, dim)
 
 
 def shard_qtensor(q: QTensor, shard: Shard, name: str = "tensor") -> QTensor:
-    """This rank's block of a QTensor, cut from the raw ggml blocks (no dequantization)."""
-    dim, start, length = shard.bounds(q.shape, name)
+    """This rank's block of a QTensor, cut from the raw ggml blocks (no dequantization).
+
+    Along the first dim whole rows are kept (a view of the file for one part); along the last
+    dim, where the blocks run, each cut must fall on a block boundary.
+    """
+    dim, kept = shard.ranges(q.shape, name)
+    if shard.world_size == 1:
+        return q
     rows = q.data  # (rows, bytes per row): ggml rows run along the last dim
     if dim == 0 and q.ndim > 1:
         per = math.prod(q.shape[1:-1])
-        block = rows[start * per : (start + length) * per]
+        blocks = [rows[r.start * per : r.stop * per] for r in kept]
+        axis = 0
     elif dim == q.ndim - 1:
         gd = q.ggml_dtype
-        if start % gd.block_size or length % gd.block_size:
+        bad = [r for r in kept if r.start % gd.block_size or len(r) % gd.block_size]
+        if bad:
             raise ShapeError(
-                f"Shard: {name} ({gd.name}, shape {q.shape}) splits its last dim into parts of "
-                f"{length}, not a multiple of the block size {gd.block_size}"
+                f"Shard: {name} ({gd.name}, shape {q.shape}) split over {shard.world_size} ranks "
+                f"gives rank {shard.rank} columns {bad[0].start}..{bad[0].stop} of its last dim, "
+                f"not a multiple of the {gd.name} block size {gd.block_size}: use fewer ranks, "
+                "or a file whose type has smaller blocks (F32, F16, Q8_0)"
             )
-        lo, n = gd.row_bytes(start), gd.row_bytes(length)
-        block = rows[:, lo : lo + n].copy()  # strided columns: one copy of this rank's part
+        blocks = [rows[:, gd.row_bytes(r.start) : gd.row_bytes(r.stop)] for r in kept]
+        axis = 1
     else:
         raise ShapeError(
             f"Shard: a quantized {name} of shape {q.shape} can be split along its first or last "
             f"dim, not dim {dim}"
         )
+    if len(blocks) == 1 and axis == 0:
+        block = blocks[0]
+    else:  # strided columns or several parts: one copy of this rank's part
+        block = np.ascontiguousarray(np.concatenate(blocks, axis=axis))
     return QTensor(block, shard.shape(q.shape), q.ggml_dtype)
 
 
@@ -113,20 +158,25 @@ class ShardedVarBuilder:
     def is_quantized(self) -> bool:
         return isinstance(self.vb, QVarBuilder)
 
-    def shard(self, dim: int) -> Shard:
-        return Shard(dim, self.rank, self.world_size)
+    def shard(self, dim: int, parts: tuple[int, ...] = ()) -> Shard:
+        return Shard(dim, self.rank, self.world_size, tuple(parts))
 
     def get(self, shape, name: str, init=None, dtype=None) -> Tensor:
         """The full (replicated) tensor."""
         return self.vb.get(shape, name, init, dtype)
 
+    def get_qtensor(self, shape, name: str) -> QTensor:
+        """The full (replicated) quantized tensor."""
+        return self.vb.get_qtensor(shape, name)
+
     def contains(self, name: str) -> bool:
         return self.vb.contains(name)
 
-    def get_sharded(self, shape, name: str, dim: int, dtype=None) -> Tensor:
-        """This rank's block along ``dim`` of the tensor ``name`` of full ``shape``."""
+    def get_sharded(self, shape, name: str, dim: int, dtype=None, parts=()) -> Tensor:
+        """This rank's block along ``dim`` of the tensor ``name`` of full ``shape`` (of each
+        of its ``parts`` along ``dim``, concatenated: see :class:`Shard`)."""
         shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
-        shard = self.shard(dim)
+        shard = self.shard(dim, parts)
         path = self.vb.path(name)
         dtype = self.vb.dtype if dtype is None else dtype
         if self.is_quantized:
@@ -141,12 +191,13 @@ class ShardedVarBuilder:
                 out = out.to_dtype(dtype)
         return out if out.device == self.vb.device else out.to(self.vb.device)
 
-    def get_qtensor_sharded(self, shape, name: str, dim: int) -> QTensor:
+    def get_qtensor_sharded(self, shape, name: str, dim: int, parts=()) -> QTensor:
         """This rank's block of a quantized tensor, still quantized."""
         if not self.is_quantized:
             raise DistributedError("get_qtensor_sharded needs a QVarBuilder (a GGUF file)")
         shape = tuple(int(s) for s in shape)
-        return shard_qtensor(self.vb.get_qtensor(shape, name), self.shard(dim), self.vb.path(name))
+        q = self.vb.get_qtensor(shape, name)
+        return shard_qtensor(q, self.shard(dim, parts), self.vb.path(name))
 
     def __repr__(self) -> str:
         return f"ShardedVarBuilder({self.vb!r}, rank {self.rank} of {self.world_size})"

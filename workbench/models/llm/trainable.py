@@ -35,6 +35,7 @@ from ...ops.shape import cat
 from ...quantized import QLinear
 from ...tensor import Tensor
 from .model import Transformer
+from .rope import Rope
 
 
 class FrozenQLinear(QLinear):
@@ -103,6 +104,12 @@ class TrainableTransformer(Module):
 
     def __init__(self, tf: Transformer):
         super().__init__()
+        if tf.tp.world_size > 1:
+            raise ValueError(
+                "TrainableTransformer: the model is split over "
+                f"{tf.tp.world_size} tensor-parallel ranks; fine-tuning needs the whole model "
+                "(load it with tensor_parallel=None)"
+            )
         self.config = tf.config
         self.architecture = tf.config.arch
         self.embedding = tf.embedding
@@ -121,7 +128,7 @@ class TrainableTransformer(Module):
         x = self.embedding(from_numpy(ids.reshape(-1))).reshape(batch, length, c.n_embd)
         if c.embed_scale != 1.0:
             x = x * c.embed_scale
-        tables = [self._tables(inv, linear, length) for inv, linear in self._rope]
+        tables = [self._tables(freqs, length) for freqs in self._rope]
         masks = {False: self._mask(length, None), True: self._mask(length, c.sliding_window)}
         for i, layer in enumerate(self.model.layers):
             local = bool(c.local_layers[i]) if c.local_layers else False
@@ -152,12 +159,9 @@ class TrainableTransformer(Module):
             m = rms_norm(m, layer.post_ffw_norm, c.rms_eps)
         return x + m
 
-    def _tables(self, inv: np.ndarray, linear: float, length: int):
-        angles = (np.arange(length, dtype=np.float64) / linear)[:, None] * inv[None, :]
-        return (
-            from_numpy(np.cos(angles).astype(np.float32)),
-            from_numpy(np.sin(angles).astype(np.float32)),
-        )
+    def _tables(self, freqs: Rope, length: int):
+        cos, sin = freqs.tables(np.arange(length), length)
+        return from_numpy(cos), from_numpy(sin)
 
     def _mask(self, length: int, window: int | None) -> Tensor:
         """(T, T) bool: key j is visible to query i when j <= i (and i - j < window)."""
