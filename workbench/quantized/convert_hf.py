@@ -9,7 +9,17 @@ tensor names and metadata keys for the ``llama`` (and Mistral), ``qwen2``, ``qwe
   row ``(h, s, j)`` of a head ``h`` (``s`` the half, ``j`` the index in it) moves to
   ``(h, j, s)``;
 - Gemma's norms ``x̂·(1 + w)`` are stored as ``1 + w``;
-- Llama 3's rope scaling becomes the ``rope_freqs.weight`` tensor of per-frequency divisors.
+- Llama 3's rope scaling becomes the ``rope_freqs.weight`` tensor of per-frequency divisors,
+  Phi-3's LongRoPE the ``rope_factors_long/short.weight`` pair plus ``rope.scaling.attn_factor``,
+  YaRN the ``rope.scaling.type/factor/original_context_length`` keys;
+- Gemma's ``query_pre_attn_scalar``: llama.cpp reads no scale key for gemma (it takes
+  ``1/√head_dim``, see :func:`gemma_query_dim`), so the ratio ``c = √(dim / scalar)`` is folded
+  into the queries, exactly (``(c·q)·k`` is the score scaled by ``c``; rope is linear): into
+  ``attn_q`` for gemma2, into ``attn_q_norm`` (after the RMS norm) for gemma3.
+
+llama.cpp runs its ``llama`` and ``qwen2`` architectures with full attention; the
+``attention.sliding_window`` written for Mistral-style checkpoints is honoured by
+``workbench.models.llm`` only (llama.cpp's own converter drops it).
 """
 
 from __future__ import annotations
@@ -120,6 +130,89 @@ def _llama3_factors(s: dict, head_dim: int, base: float) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def gemma_query_dim(arch: str, n_layer: int, n_embd: int, n_head: int, head_dim: int) -> int:
+    """The d of llama.cpp's gemma query scale 1/√d: ``head_dim``, except for the 27B models
+    (46 layers for gemma2, 62 for gemma3) whose ``query_pre_attn_scalar`` is ``n_embd/n_head``."""
+    wide = {"gemma2": 46, "gemma3": 62}.get(arch)
+    return n_embd // n_head if n_layer == wide else head_dim
+
+
+def _query_fold(cfg: dict, arch: str, head_dim: int) -> float:
+    """c with llama.cpp's score of (c·q, k) equal to the model's of (q, k) (module docs)."""
+    if not arch.startswith("gemma"):
+        return 1.0
+    d = gemma_query_dim(
+        arch, cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], head_dim
+    )
+    return math.sqrt(d / float(cfg.get("query_pre_attn_scalar") or head_dim))
+
+
+def _yarn_mscale(factor: float, m: float = 1.0) -> float:
+    """YaRN's cos/sin magnitude 1 + 0.1·m·ln(factor) (1 when not stretched)."""
+    return 1.0 + 0.1 * m * math.log(factor) if factor > 1 else 1.0
+
+
+def _rope_scaling(cfg: dict, rope: dict, k: str, name: str) -> dict[str, Any]:
+    """The ``rope.scaling.*`` keys of linear, YaRN and LongRoPE scaling (as transformers
+    computes them: factors from ``rope`` or else max/original positions)."""
+    kind = rope.get("rope_type") or rope.get("type")
+    if kind in (None, "default", "llama3"):
+        return {}
+    md: dict[str, Any] = {}
+    original = rope.get("original_max_position_embeddings") or cfg.get(
+        "original_max_position_embeddings"
+    )
+    if kind == "linear":
+        return {k + "rope.scaling.type": "linear", k + "rope.scaling.factor": float(rope["factor"])}
+    if kind not in ("yarn", "longrope", "su") or not original:
+        missing = " without original_max_position_embeddings" if original is None else ""
+        raise HfConvertError(name, f"rope scaling {kind!r}{missing} is not supported")
+    factor = float(rope.get("factor") or cfg["max_position_embeddings"] / original)
+    md[k + "rope.scaling.original_context_length"] = int(original)
+    attention = rope.get("attention_factor")
+    if kind == "yarn":
+        if (rope.get("beta_fast") or 32) != 32 or (rope.get("beta_slow") or 1) != 1:
+            raise HfConvertError(
+                name, "yarn beta_fast/beta_slow other than 32/1: llama.cpp reads no such key here"
+            )
+        if rope.get("truncate") is False:
+            raise HfConvertError(name, "yarn with truncate=False is not supported")
+        if attention is None and rope.get("mscale") and rope.get("mscale_all_dim"):
+            attention = _yarn_mscale(factor, rope["mscale"]) / _yarn_mscale(
+                factor, rope["mscale_all_dim"]
+            )
+        md[k + "rope.scaling.type"] = "yarn"
+        md[k + "rope.scaling.factor"] = factor
+        if attention is not None:  # llama.cpp multiplies its own magnitude by this
+            md[k + "rope.scaling.attn_factor"] = float(attention) / _yarn_mscale(factor)
+        return md
+    if attention is None:
+        attention = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+    md[k + "rope.scaling.type"] = "longrope"
+    md[k + "rope.scaling.attn_factor"] = float(attention)
+    return md
+
+
+def _rope_tensors(cfg: dict, arch: str, md: dict, name: str) -> dict[str, np.ndarray]:
+    """Llama 3's ``rope_freqs`` or LongRoPE's ``rope_factors_long/short`` (n_rot/2 each)."""
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    kind = rope.get("rope_type") or rope.get("type")
+    n_rot = md[f"{arch}.rope.dimension_count"]
+    if kind == "llama3" and arch == "llama":
+        return {"rope_freqs.weight": _llama3_factors(rope, n_rot, md["llama.rope.freq_base"])}
+    if kind not in ("longrope", "su"):
+        return {}
+    out = {}
+    for which in ("long", "short"):
+        f = np.asarray(rope.get(f"{which}_factor") or [], np.float32)
+        if f.shape != (n_rot // 2,):
+            raise HfConvertError(
+                name, f"rope {which}_factor has {f.size} values, expected n_rot/2 = {n_rot // 2}"
+            )
+        out[f"rope_factors_{which}.weight"] = f
+    return out
+
+
 def _metadata(cfg: dict, arch: str, name: str) -> dict[str, Any]:
     d = cfg["hidden_size"]
     n_head = cfg["num_attention_heads"]
@@ -148,9 +241,6 @@ def _metadata(cfg: dict, arch: str, name: str) -> dict[str, Any]:
     if window and (arch != "qwen2" or cfg.get("use_sliding_window")):
         md[k + "attention.sliding_window"] = int(window)
     if arch.startswith("gemma"):
-        scalar = cfg.get("query_pre_attn_scalar", head_dim)
-        if scalar != head_dim:
-            md[k + "attention.scale"] = float(scalar) ** -0.5
         for cap in ("attn_logit_softcapping", "final_logit_softcapping"):
             if cfg.get(cap):
                 md[k + cap] = float(cfg[cap])
@@ -171,13 +261,20 @@ def _metadata(cfg: dict, arch: str, name: str) -> dict[str, Any]:
             rope = full
         if local:
             md[k + "rope.freq_base_swa"] = float(local)
-    kind = rope.get("rope_type") or rope.get("type")
-    if kind == "linear":
-        md[k + "rope.scaling.type"] = "linear"
-        md[k + "rope.scaling.factor"] = float(rope["factor"])
-    elif kind not in (None, "default", "llama3"):
-        raise HfConvertError(name, f"rope scaling {kind!r} is not supported")
+    md.update(_rope_scaling(cfg, rope, k, name))
     return md
+
+
+# llama.cpp sets attributes of these tokens in every model whose general.name contains "phi3" or
+# "phi-3" (any case) and fails to load one whose vocabulary lacks any of them.
+_PHI3_PATCHED = {"</s>", "<unk>", "<s>", "<|endoftext|>"}
+
+
+def _loadable_name(name: str, tokens: Sequence[str]) -> str:
+    """``name``, with "phi3"/"phi-3" written "phi 3" where llama.cpp would fail on it."""
+    if re.search("phi-?3", name, re.IGNORECASE) and not _PHI3_PATCHED <= set(tokens):
+        return re.sub("(phi)-?(3)", r"\1 \2", name, flags=re.IGNORECASE)
+    return name
 
 
 def _special_id(value: Any, vocab: dict[str, int]) -> int | None:
@@ -336,9 +433,10 @@ def convert_hf_checkpoint(
     target = GgmlDType.from_name(ggml_dtype)
     md = _metadata(cfg, arch, folder.name)
     md.update(tokenizer_metadata(folder, cfg))
+    md["general.name"] = _loadable_name(md["general.name"], md["tokenizer.ggml.tokens"])
     md["general.file_type"] = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7}.get(target.name, 0)
     md["general.quantization_version"] = 2
-    head_dim = md[f"{arch}.attention.key_length"]
+    fold = _query_fold(cfg, arch, md[f"{arch}.attention.key_length"])
     reader = open_safetensors(folder)
     tensors: dict[str, QTensor] = {}
     rows: list[ConvertedTensor] = []
@@ -354,6 +452,10 @@ def convert_hf_checkpoint(
             x = _permute(x, md["llama.attention.head_count_kv"])
         if arch.startswith("gemma") and name.endswith("norm.weight"):
             x = x + np.float32(1.0)
+        if fold != 1.0 and name.endswith(
+            "attn_q_norm.weight" if arch == "gemma3" else "attn_q.weight"
+        ):
+            x = x * np.float32(fold)
         gd, note = choose_type(name, x.shape, "F32", target, skip)
         if target in (GgmlDType.F32, GgmlDType.F16) and x.ndim > 1 and not note:
             gd = target
@@ -370,12 +472,8 @@ def convert_hf_checkpoint(
             )
         )
         tensors[name] = q
-    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    if arch == "llama" and rope.get("rope_type") == "llama3":
-        base = md["llama.rope.freq_base"]
-        tensors["rope_freqs.weight"] = QTensor.quantize(
-            _llama3_factors(rope, head_dim, base), "F32"
-        )
+    for rope_name, factors in _rope_tensors(cfg, arch, md, folder.name).items():
+        tensors[rope_name] = QTensor.quantize(factors, "F32")
     if "token_embd.weight" not in tensors:
         raise HfConvertError(str(folder), "no model.embed_tokens.weight in the safetensors")
     # llama.cpp reads its integer keys (counts, lengths, token ids, file type) as u32 only.

@@ -129,18 +129,81 @@ def family_config(family: str):
             query_pre_attn_scalar=24,
             **COMMON,
         )
+    if family in ROPE_SCALED:
+        return ROPE_SCALED[family]()
     raise KeyError(family)
 
 
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"]
 
+# LongRoPE's long factors take over past ``original_max_position_embeddings`` (16 here, fewer
+# than a test prompt's tokens); both factor sets are far from 1 so that using either is visible.
+LONGROPE_ORIGINAL = 16
 
-def build_hf(family: str, folder: Path):
+
+def _phi3_longrope():
+    import transformers as T
+
+    half = COMMON["hidden_size"] // COMMON["num_attention_heads"] // 2
+    return T.Phi3Config(
+        vocab_size=VOCAB,
+        num_hidden_layers=2,
+        **COMMON,
+        original_max_position_embeddings=LONGROPE_ORIGINAL,
+        rope_scaling={
+            "rope_type": "longrope",
+            "long_factor": [1.0 + 1.5 * i for i in range(half)],
+            "short_factor": [1.0 + 0.4 * i for i in range(half)],
+        },
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
+
+
+def _qwen2_yarn():
+    import transformers as T
+
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    return T.Qwen2Config(vocab_size=VOCAB, num_hidden_layers=2, **COMMON, rope_scaling=yarn)
+
+
+def _llama_yarn():
+    import transformers as T
+
+    yarn = {
+        "rope_type": "yarn",
+        "factor": 8.0,
+        "original_max_position_embeddings": 32,
+        "attention_factor": 0.8,
+    }
+    return T.LlamaConfig(vocab_size=VOCAB, num_hidden_layers=2, **COMMON, rope_scaling=yarn)
+
+
+# The GGUF architecture of a test family whose name is not one.
+ARCHITECTURE = {
+    "mistral": "llama",
+    "phi3_longrope": "phi3",
+    "qwen2_yarn": "qwen2",
+    "llama_yarn": "llama",
+}
+ROPE_SCALED = {
+    "phi3_longrope": _phi3_longrope,
+    "qwen2_yarn": _qwen2_yarn,
+    "llama_yarn": _llama_yarn,
+}
+
+
+def build_hf(family: str, folder: Path, **overrides):
+    """``overrides``: config fields to change (e.g. a wider MLP that splits into whole
+    quantization blocks over 2 ranks)."""
     import torch
     import transformers as T
 
     torch.manual_seed(sum(map(ord, family)))
     cfg = family_config(family)
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
     cfg._attn_implementation = "eager"
     model = (
         T.Gemma3ForCausalLM(cfg) if family == "gemma3" else T.AutoModelForCausalLM.from_config(cfg)
@@ -159,20 +222,22 @@ def build_hf(family: str, folder: Path):
 
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory):
-    """tiny(family, type) -> (transformers model, gguf path); built once per session."""
+    """tiny(family, type, **config_overrides) -> (transformers model, gguf path); built once
+    per session."""
     from workbench.quantized.convert_hf import convert_hf_checkpoint
 
     models: dict = {}
     files: dict = {}
 
-    def get(family: str, ggml_type: str = "F32"):
-        if family not in models:
-            folder = tmp_path_factory.mktemp(f"hf-{family}")
-            models[family] = (build_hf(family, folder), folder)
-        model, folder = models[family]
-        key = (family, ggml_type)
+    def get(family: str, ggml_type: str = "F32", **overrides):
+        name = "".join([family, *(f"-{k}{v}" for k, v in sorted(overrides.items()))])
+        if name not in models:
+            folder = tmp_path_factory.mktemp(f"hf-{name}")
+            models[name] = (build_hf(family, folder, **overrides), folder)
+        model, folder = models[name]
+        key = (name, ggml_type)
         if key not in files:
-            path = folder.parent / f"{family}-{ggml_type}.gguf"
+            path = folder.parent / f"{name}-{ggml_type}.gguf"
             convert_hf_checkpoint(folder, path, ggml_type)
             files[key] = path
         return model, files[key]
@@ -185,6 +250,16 @@ def hf_logits(model, ids) -> np.ndarray:
 
     with torch.no_grad():
         return model(torch.tensor([ids])).logits[0].double().numpy()
+
+
+# Where the converter folds gemma's query scale (gemma2: the q rows; gemma3: the q norm).
+_FOLDED_QUERY = {False: ".attn_q.weight", True: ".attn_q_norm.weight"}
+
+
+def query_fold(cfg) -> float:
+    """√(head_dim / query_pre_attn_scalar): llama.cpp scales gemma's queries by 1/√head_dim
+    (these small models are not the 27B exception), transformers by 1/√scalar."""
+    return float(np.sqrt(cfg.head_dim / cfg.query_pre_attn_scalar))
 
 
 def dequantized_reference(model, gguf_path: Path, family: str):
@@ -209,7 +284,7 @@ def dequantized_reference(model, gguf_path: Path, family: str):
     ref = copy.deepcopy(model)
     state = {}
     for name, p in ref.named_parameters():
-        arch = "llama" if family == "mistral" else family
+        arch = ARCHITECTURE.get(family, family)
         g = _gguf_name(name, arch)
         if g == "output.weight" and g not in stored:
             g = "token_embd.weight"
@@ -218,6 +293,8 @@ def dequantized_reference(model, gguf_path: Path, family: str):
             heads = cfg.num_attention_heads if ".attn_q." in g else cfg.num_key_value_heads
             w = w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2)
             w = w.reshape(p.shape)
+        if family.startswith("gemma") and g.endswith(_FOLDED_QUERY[family == "gemma3"]):
+            w = w / query_fold(cfg)
         if family.startswith("gemma") and g.endswith("norm.weight"):
             w = w - 1.0
         state[name] = torch.from_numpy(np.ascontiguousarray(w))

@@ -51,7 +51,7 @@ def test_sandbox_escape_is_refused(src, tmp_path):
         ({"qwen2.embedding_length": "x"}, "integer"),
         ({"qwen2.rope.dimension_count": 7}, "even"),
         ({"general.architecture": "mamba9"}, "'mamba9' is not supported"),
-        ({"qwen2.rope.scaling.type": "yarn"}, "not supported"),
+        ({"qwen2.rope.scaling.type": "ntk"}, "not supported"),
         ({"qwen2.block_count": 3}, "layer 2"),
     ],
 )

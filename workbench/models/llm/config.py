@@ -11,11 +11,15 @@ family      rope    activation  extras
 llama       pairs   SiLU        rope_freqs.weight (Llama 3 rope scaling), Mistral's window
 qwen2       halves  SiLU        q/k/v biases
 qwen3       halves  SiLU        q/k RMS norms per head
-phi3        halves  SiLU        fused attn_qkv and gate|up in ffn_up
+phi3        halves  SiLU        fused attn_qkv and gate|up in ffn_up, LongRoPE factor tensors
 gemma2      halves  GELU-tanh   x·√d embedding, post norms, soft-caps, every 2nd layer local
 gemma3      halves  GELU-tanh   x·√d embedding, post norms, q/k norms, 5 local : 1 global layers,
-                                local rope base ``rope.freq_base_swa`` (10 000)
+                                local rope base ``rope.freq_base_swa`` (10 000), unscaled
 ==========  ======  ==========  ==============================================================
+
+Rope scaling (``rope.scaling.type`` linear, yarn, longrope) is in :mod:`.rope`. The attention
+scale is ``attention.scale`` where given, else ``1/√head_dim`` (gemma: llama.cpp's rule,
+:func:`~workbench.quantized.convert_hf.gemma_query_dim`).
 
 "pairs" rotates (x[2i], x[2i+1]) (llama.cpp's converter permutes Llama's q/k rows for it),
 "halves" rotates (x[i], x[i + d/2]) (GPT-NeoX). Gemma's ``(1 + w)`` norms are stored with the
@@ -31,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import WorkbenchError
+from ...quantized.convert_hf import gemma_query_dim
+from .rope import SCALING_TYPES, RopeScaling
 
 
 class LlmFileError(WorkbenchError, ValueError):
@@ -78,7 +84,7 @@ class LlmConfig:
     rope_base_local: float
     n_rot: int
     rope_pairs: bool
-    rope_linear: float  # positions are divided by this (linear rope scaling)
+    rope_scaling: RopeScaling  # of the global layers; gemma3's local layers are not scaled
     activation: str
     embed_scale: float
     attn_scale: float
@@ -136,6 +142,36 @@ def _local_layers(md: dict[str, Any], arch: str, fam: Family, n_layer: int, wind
     return tuple(p == 0 or i % p < p - 1 for i in range(n_layer))
 
 
+def _rope_scaling(md: dict[str, Any], arch: str, context: int) -> RopeScaling:
+    """The ``rope.scaling.*`` keys; yarn and longrope need the original context length."""
+
+    def key(k: str) -> str:
+        return f"{arch}.rope.scaling.{k}"
+
+    given = next((k for k in (key("factor"), f"{arch}.rope.scale_linear") if k in md), None)
+    # llama.cpp's default type is linear, which a missing factor makes the identity.
+    kind = md.get(key("type"), "linear" if given else "none") or "none"
+    if kind not in SCALING_TYPES:
+        raise LlmFileError(
+            f"GGUF metadata {key('type')!r} = {kind!r} is not supported (supported: "
+            f"{', '.join(SCALING_TYPES)}; Llama 3 scaling comes as the rope_freqs.weight tensor)"
+        )
+    factor = _get(md, given, float) if given and kind in ("linear", "yarn") else 1.0
+    if factor <= 0:
+        raise LlmFileError(f"GGUF metadata {key('factor')!r} = {factor} must be positive")
+    original = _get(md, key("original_context_length"), int, context)
+    attn_factor = _get(md, key("attn_factor"), float, 1.0)
+    beta_fast = _get(md, key("yarn_beta_fast"), float, 32.0)
+    beta_slow = _get(md, key("yarn_beta_slow"), float, 1.0)
+    if original <= 0 or attn_factor <= 0 or beta_fast <= 0 or beta_slow <= 0:
+        raise LlmFileError(
+            f"GGUF metadata rope scaling: original_context_length {original}, attn_factor "
+            f"{attn_factor}, yarn_beta_fast {beta_fast} and yarn_beta_slow {beta_slow} must be "
+            "positive"
+        )
+    return RopeScaling(kind, factor, original, attn_factor, beta_fast, beta_slow)
+
+
 def config_from_metadata(md: dict[str, Any], n_vocab: int) -> LlmConfig:
     """Read and check the hyper-parameters; errors name the key and what was expected."""
     arch = _get(md, "general.architecture", str)
@@ -176,21 +212,13 @@ def config_from_metadata(md: dict[str, Any], n_vocab: int) -> LlmConfig:
     eps = _get(md, key("attention.layer_norm_rms_epsilon"), float, 1e-5)
     base = _get(md, key("rope.freq_base"), float, 10000.0)
     base_local = _get(md, key("rope.freq_base_swa"), float, 10000.0 if arch == "gemma3" else base)
-    linear = 1.0
-    scaling = md.get(key("rope.scaling.type"), "none")
-    if scaling == "linear":
-        linear = _get(md, key("rope.scaling.factor"), float)
-        if linear <= 0:
-            raise LlmFileError(f"GGUF metadata rope.scaling.factor = {linear} must be positive")
-    elif scaling not in ("none", ""):
-        raise LlmFileError(
-            f"GGUF metadata {key('rope.scaling.type')!r} = {scaling!r} is not supported "
-            "(supported: none, linear; Llama 3 scaling comes as the rope_freqs.weight tensor)"
-        )
+    scaling = _rope_scaling(md, arch, ctx)
     window = _get(md, key("attention.sliding_window"), int, 0)
     if window < 0:
         raise LlmFileError(f"GGUF metadata attention.sliding_window = {window} is negative")
-    scale = _get(md, key("attention.scale"), float, 0.0) or 1.0 / math.sqrt(head_dim)
+    # gemma: llama.cpp's own rule (the converter folds query_pre_attn_scalar into the queries)
+    scaled_dim = gemma_query_dim(arch, n_layer, n_embd, n_head, head_dim)
+    scale = _get(md, key("attention.scale"), float, 0.0) or 1.0 / math.sqrt(scaled_dim)
     return LlmConfig(
         arch=arch,
         n_vocab=n_vocab,
@@ -207,7 +235,7 @@ def config_from_metadata(md: dict[str, Any], n_vocab: int) -> LlmConfig:
         rope_base_local=base_local,
         n_rot=n_rot,
         rope_pairs=fam.rope_pairs,
-        rope_linear=linear,
+        rope_scaling=scaling,
         activation=fam.activation,
         embed_scale=math.sqrt(n_embd) if fam.embed_scale else 1.0,
         attn_scale=scale,

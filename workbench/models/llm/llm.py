@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...distributed import Communicator, TensorParallel, get_communicator, is_initialized
 from ...errors import WorkbenchError
 from ...quantized import QVarBuilder
 from .chat_template import render_chat
@@ -46,15 +47,26 @@ class GenerationStats:
 
 
 class LLM:
-    """A loaded model: ``tokenizer``, ``config``, ``transformer`` (the batch-step forward)."""
+    """A loaded model: ``tokenizer``, ``config``, ``transformer`` (the batch-step forward).
 
-    def __init__(self, path: str, max_len: int | None = None, chunk: int = 256):
+    ``tp`` splits the transformer over the ranks of a communicator (see :func:`load`); every
+    rank then runs the same calls and gets the same logits and tokens.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        max_len: int | None = None,
+        chunk: int = 256,
+        tp: TensorParallel | None = None,
+    ):
         vb = QVarBuilder.from_gguf(path)
         md = vb.metadata
         self.path = os.fspath(path)
         self.metadata = md
         self.tokenizer = GgufTokenizer(md)
-        self.transformer = Transformer(vb, md)
+        self.transformer = Transformer(vb, md, tp)
+        self.tp = self.transformer.tp
         self.config = self.transformer.config
         if self.tokenizer.vocab_size > self.config.n_vocab:
             raise WorkbenchError(
@@ -87,8 +99,12 @@ class LLM:
         seed: int | None = None,
         stop: Sequence[str] = (),
         add_special: bool = True,
+        progress: bool | None = None,
     ) -> Iterator[str]:
-        """Yield the continuation of ``prompt`` (text, or token ids) piece by piece."""
+        """Yield the continuation of ``prompt`` (text, or token ids) piece by piece.
+
+        ``progress``: a ``tqdm.auto`` bar of the prompt tokens processed (True, False, or
+        None: for prompts of more than one chunk of new tokens)."""
         params = SamplingParams(
             temperature,
             top_k,
@@ -113,7 +129,7 @@ class LLM:
         stats.cached_tokens = kept
         if len(ids) + max_new_tokens > self.cache.max_len:
             max_new_tokens = max(0, self.cache.max_len - len(ids))
-        logits = self.transformer.forward([ids[kept:]], [0], self.cache)[0]
+        logits = self._prefill(ids[kept:], progress)
         stats.prompt_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
         context = list(ids)
@@ -123,7 +139,7 @@ class LLM:
         text, sent = "", 0
         stats.stop_reason = "length"
         for step in range(max_new_tokens):
-            token = sampler(logits, context)
+            token = self.tp.from_rank0(sampler(logits, context))
             context.append(token)
             stats.new_tokens += 1
             if token in self.tokenizer.stop_ids:
@@ -146,6 +162,23 @@ class LLM:
         stats.decode_seconds = time.perf_counter() - t1
         if stats.stop_reason != "stop" and len(text) > sent:
             yield text[sent:]
+
+    def _prefill(self, ids: list[int], progress: bool | None) -> np.ndarray:
+        """Run the new prompt tokens ``ids`` into slot 0 of the cache, ``cache.chunk`` at a
+        time; the logits of the last one. With a bar (see :meth:`stream`), one chunk per call,
+        so that the bar moves; every rank makes the same calls, rank 0 shows the bar."""
+        chunk = self.cache.chunk
+        if not (len(ids) > chunk if progress is None else progress):
+            return self.transformer.forward([ids], [0], self.cache)[0]
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(ids), desc="prompt", unit="tok", leave=False,
+                  disable=self.tp.rank != 0) as bar:  # fmt: skip
+            for start in range(0, len(ids), chunk):
+                piece = ids[start : start + chunk]
+                logits = self.transformer.forward([piece], [0], self.cache)[0]
+                bar.update(len(piece))
+        return logits
 
     def generate(self, prompt: str | Sequence[int], max_new_tokens: int = 256, **kw) -> str:
         """The continuation of ``prompt`` as one string (see :meth:`stream` for the options)."""
@@ -175,15 +208,54 @@ class LLM:
 
     def __repr__(self) -> str:
         c = self.config
+        split = f", tensor parallel rank {self.tp.rank} of {self.tp.world_size}"
         return (
             f"LLM({os.path.basename(self.path)!r}, {c.arch}, {c.n_layer} layers, d={c.n_embd}, "
-            f"{c.n_head}/{c.n_head_kv} heads, vocab {c.n_vocab})"
+            f"{c.n_head}/{c.n_head_kv} heads, vocab {c.n_vocab}"
+            f"{split if self.tp.world_size > 1 else ''})"
         )
 
 
-def load(path: str | os.PathLike[str], device=None, max_len: int | None = None) -> LLM:
+def load(
+    path: str | os.PathLike[str],
+    device=None,
+    max_len: int | None = None,
+    tensor_parallel: int | Communicator | None = None,
+) -> LLM:
     """Load a GGUF model: architecture, hyper-parameters, tokenizer and chat template all come
-    from the file's metadata; weights stay quantized and memory-mapped."""
+    from the file's metadata; weights stay quantized and memory-mapped.
+
+    ``tensor_parallel=W`` splits the model over the W ranks of the communicator of
+    ``wb.distributed.init()`` (a job started by ``python -m workbench.distributed.run -n W``
+    or ``mpiexec``), or pass a communicator: each rank loads and multiplies only its share of
+    the heads and MLP features (quantized blocks stay quantized) and holds only its heads'
+    keys and values; two all-reduces per layer make every rank's logits the model's.
+    """
     if device is not None and str(device) != "cpu":
         raise WorkbenchError(f"llm.load: only device='cpu' is supported so far, found {device!r}")
-    return LLM(os.fspath(path), max_len)
+    return LLM(os.fspath(path), max_len, tp=_tensor_parallel(tensor_parallel))
+
+
+def _tensor_parallel(spec: int | Communicator | None) -> TensorParallel:
+    if spec is None or isinstance(spec, Communicator):
+        return TensorParallel(spec)
+    if isinstance(spec, bool) or not isinstance(spec, int) or spec < 1:
+        raise WorkbenchError(
+            f"llm.load: tensor_parallel should be a number of ranks or a communicator, found "
+            f"{spec!r}"
+        )
+    if spec == 1:
+        return TensorParallel()
+    if not is_initialized():
+        raise WorkbenchError(
+            f"llm.load(tensor_parallel={spec}): no communicator; call wb.distributed.init() "
+            f"first, in a job of {spec} ranks (python -m workbench.distributed.run -n {spec} "
+            "script.py)"
+        )
+    comm = get_communicator()
+    if comm.world_size != spec:
+        raise WorkbenchError(
+            f"llm.load(tensor_parallel={spec}): the communicator has {comm.world_size} ranks; "
+            "tensor parallelism runs over all of them"
+        )
+    return TensorParallel(comm)

@@ -22,9 +22,12 @@ token embedding when the file has no ``output.weight``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from ...distributed.shard import ShardedVarBuilder, shard_qtensor
+from ...distributed.tensor_parallel import TensorParallel
 from ...errors import ShapeError, WorkbenchError
 from ...nn.var_builder import VarBuilderError
 from ...ops.creation import from_numpy
@@ -32,6 +35,7 @@ from ...ops.fused import scaled_dot_product_attention
 from ...quantized import QEmbedding, QMatMul, QTensor, QVarBuilder
 from .cache import LOCAL, KVCache
 from .config import LlmConfig, LlmFileError, config_from_metadata
+from .rope import Rope, RopeScaling
 
 
 def _norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -59,72 +63,96 @@ def _softcap(x: np.ndarray, cap: float) -> np.ndarray:
 
 
 class _Proj:
-    """``x @ W.T (+ b)`` with a quantized W."""
+    """``x @ W.T (+ b)`` with a quantized W; ``reduce`` (tensor parallel, a row-split W) sums
+    the ranks' partial products before the bias is added."""
 
-    def __init__(self, weight: QTensor, bias: np.ndarray | None = None):
+    def __init__(self, weight: QTensor, bias: np.ndarray | None = None, reduce=None):
         self.mm = QMatMul(weight)
         self.bias = bias
+        self.reduce = reduce
         self.out_features = weight.shape[0]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = self.mm.matmul_numpy(x)
+        if self.reduce is not None:
+            y = self.reduce(y)
         return y if self.bias is None else y + self.bias
 
 
 class _Block:
-    """The weights of one layer, by GGUF name (``blk.{i}.*``)."""
+    """The weights of one layer, by GGUF name (``blk.{i}.*``).
 
-    def __init__(self, vb: QVarBuilder, c: LlmConfig):
+    Under tensor parallelism (``tp``) each rank holds its heads' rows of q/k/v (each part of a
+    fused qkv on its own), its rows of gate/up, the matching columns of o and down, whose
+    products ``tp.reduce`` sums over the ranks; norms are replicated.
+    """
+
+    def __init__(self, vb: ShardedVarBuilder, c: LlmConfig, tp: TensorParallel):
         d, hq, hk = c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim
         hv = c.n_head_kv * c.value_dim
 
-        def vec(name: str, n: int) -> np.ndarray:
-            return np.ascontiguousarray(vb.get((n,), name).to_dtype("f32").numpy())
+        def vec(name: str, n: int, parts=None) -> np.ndarray:
+            t = vb.get((n,), name) if parts is None else vb.get_sharded((n,), name, 0, parts=parts)
+            return np.ascontiguousarray(t.to_dtype("f32").numpy())
 
-        def opt_vec(name: str, n: int) -> np.ndarray | None:
-            return vec(name, n) if vb.contains(name) else None
+        def opt_vec(name: str, n: int, parts=None) -> np.ndarray | None:
+            return vec(name, n, parts) if vb.contains(name) else None
 
-        def proj(name: str, rows: int, cols: int) -> _Proj:
-            return _Proj(
-                vb.get_qtensor((rows, cols), f"{name}.weight"), opt_vec(f"{name}.bias", rows)
-            )
+        def proj(name: str, rows: int, cols: int, split: int, parts=None) -> _Proj:
+            """split 0: this rank's rows (of each of ``parts``), 1: its columns."""
+            weight = vb.get_qtensor_sharded((rows, cols), f"{name}.weight", split, parts or ())
+            if split == 0:
+                return _Proj(weight, opt_vec(f"{name}.bias", rows, parts or (rows,)))
+            return _Proj(weight, opt_vec(f"{name}.bias", rows), tp.reduce)
 
         self.attn_norm = vec("attn_norm.weight", d)
         if vb.contains("attn_qkv.weight"):
-            self.qkv = proj("attn_qkv", hq + hk + hv, d)
+            self.qkv = proj("attn_qkv", hq + hk + hv, d, 0, (hq, hk, hv))
             self.q = self.k = self.v = None
         else:
             self.qkv = None
             self.q, self.k, self.v = (
-                proj("attn_q", hq, d),
-                proj("attn_k", hk, d),
-                proj("attn_v", hv, d),
+                proj("attn_q", hq, d, 0),
+                proj("attn_k", hk, d, 0),
+                proj("attn_v", hv, d, 0),
             )
         self.q_norm = opt_vec("attn_q_norm.weight", c.head_dim)
         self.k_norm = opt_vec("attn_k_norm.weight", c.head_dim)
-        self.o = proj("attn_output", d, c.n_head * c.value_dim)
+        self.o = proj("attn_output", d, c.n_head * c.value_dim, 1)
         self.post_attn_norm = opt_vec("post_attention_norm.weight", d)
         self.ffn_norm = vec("ffn_norm.weight", d)
         if vb.contains("ffn_gate.weight"):
-            self.gate, self.up = proj("ffn_gate", c.n_ff, d), proj("ffn_up", c.n_ff, d)
+            self.gate, self.up = proj("ffn_gate", c.n_ff, d, 0), proj("ffn_up", c.n_ff, d, 0)
             self.gate_up = None
         else:  # phi3: gate and up stacked in ffn_up, gate first
             self.gate = self.up = None
-            self.gate_up = proj("ffn_up", 2 * c.n_ff, d)
-        self.down = proj("ffn_down", d, c.n_ff)
+            self.gate_up = proj("ffn_up", 2 * c.n_ff, d, 0, (c.n_ff, c.n_ff))
+        self.down = proj("ffn_down", d, c.n_ff, 1)
         self.post_ffw_norm = opt_vec("post_ffw_norm.weight", d)
 
 
-def _inv_freq(c: LlmConfig, base: float, factors: np.ndarray | None) -> np.ndarray:
-    """θ_i = base^(-2i/n_rot) (/ rope_freqs[i], Llama 3's per-frequency scaling)."""
-    inv = 1.0 / base ** (np.arange(0, c.n_rot, 2, dtype=np.float64) / c.n_rot)
-    return inv if factors is None else inv / factors.astype(np.float64)
+def _rank_config(c: LlmConfig, tp: TensorParallel) -> LlmConfig:
+    """The sizes one rank runs: its share of the query and key/value heads and of the MLP."""
+    return replace(
+        c,
+        n_head=tp.split(c.n_head, "attention heads"),
+        n_head_kv=tp.split(c.n_head_kv, "key/value heads"),
+        n_ff=tp.split(c.n_ff, "feed-forward features"),
+    )
 
 
 class Transformer:
-    """Weights and the batched forward pass; built by :meth:`from_gguf` (see module docs)."""
+    """Weights and the batched forward pass; built by :meth:`from_gguf` (see module docs).
 
-    def __init__(self, vb: QVarBuilder, metadata: dict):
+    ``tp`` (a :class:`~workbench.distributed.TensorParallel` over a communicator) splits the
+    model over ranks: ``config`` stays the model's, ``rank_config`` has this rank's heads and
+    MLP features (the KV cache holds only those heads). Embeddings are replicated; the output
+    matrix is split by vocabulary rows when they divide evenly, the logits all-gathered.
+    """
+
+    def __init__(self, vb: QVarBuilder, metadata: dict, tp: TensorParallel | None = None):
+        tp = TensorParallel() if tp is None else tp
+        self.tp = tp
         embed = _tensor(vb, "token_embd.weight")
         if embed.ndim != 2:
             raise LlmFileError(f"token_embd.weight should be 2-D, found {list(embed.shape)}")
@@ -134,11 +162,13 @@ class Transformer:
                 f"token_embd.weight has {embed.shape[1]} columns, metadata embedding_length is "
                 f"{c.n_embd}"
             )
+        self.rank_config = _rank_config(c, tp)
         self.embedding = QEmbedding(embed)
         self.blocks = []
+        svb = tp.builder(vb)
         for i in range(c.n_layer):
             try:
-                self.blocks.append(_Block(vb.pp(f"blk.{i}"), c))
+                self.blocks.append(_Block(svb.pp(f"blk.{i}"), c, tp))
             except (VarBuilderError, ShapeError) as e:
                 raise LlmFileError(f"layer {i} of {c.n_layer} ({c.arch}): {e}") from e
         self.output_norm = np.ascontiguousarray(vb.get((c.n_embd,), "output_norm.weight").numpy())
@@ -147,16 +177,13 @@ class Transformer:
             raise LlmFileError(
                 f"output.weight has shape {list(head.shape)}, expected {[c.n_vocab, c.n_embd]}"
             )
-        self.output = QMatMul(head)
         self.tied = head is embed
-        factors = None
-        if vb.contains("rope_freqs.weight"):
-            factors = vb.get((c.n_rot // 2,), "rope_freqs.weight").numpy()
-        local_linear = 1.0 if c.arch.startswith("gemma") else c.rope_linear
-        self._rope = (  # per cache kind: (inverse frequencies, position divisor)
-            (_inv_freq(c, c.rope_base, factors), c.rope_linear),
-            (_inv_freq(c, c.rope_base_local, factors), local_linear),
-        )
+        self._gather_logits = None  # replicated output
+        if c.n_vocab % tp.world_size == 0:
+            head = shard_qtensor(head, tp.shard(0), "output.weight")
+            self._gather_logits = tp.gather
+        self.output = QMatMul(head)
+        self._rope = _ropes(vb, c)  # per cache kind (GLOBAL, LOCAL)
 
     @classmethod
     def from_gguf(cls, path) -> Transformer:
@@ -167,7 +194,7 @@ class Transformer:
     def new_cache(self, n_slots: int = 1, max_len: int | None = None, chunk: int = 256) -> KVCache:
         """A cache of ``n_slots`` sequences (``max_len`` defaults to min(context, 4096))."""
         max_len = max_len or min(self.config.context_length, 4096)
-        return KVCache(self.config, n_slots, max_len, chunk)
+        return KVCache(self.rank_config, n_slots, max_len, chunk)
 
     def forward(
         self,
@@ -216,15 +243,12 @@ class Transformer:
         return np.stack([p[-1][-1] for p in parts])
 
     def _step(self, pieces, slots, cache: KVCache, want, all_rows: bool):
-        c = self.config
+        c = self.rank_config
         ids = np.concatenate(pieces)
         bounds = np.cumsum([0] + [len(p) for p in pieces])
         positions = [cache.begin(s, p.tolist()) for s, p in zip(slots, pieces, strict=True)]
         pos = np.concatenate(positions)
-        tables = []
-        for inv, linear in self._rope:
-            ang = (pos.astype(np.float64) / linear)[:, None] * inv[None, :]
-            tables.append((np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)))
+        tables = [rope.tables(pos, cache.max_len) for rope in self._rope]
         x = self.embedding(ids).numpy()
         if c.embed_scale != 1.0:
             x = x * np.float32(c.embed_scale)
@@ -250,13 +274,15 @@ class Transformer:
                 x[bounds[i] : bounds[i + 1]] if all_rows else x[bounds[i + 1] - 1 : bounds[i + 1]]
             )
             logits = self.output.matmul_numpy(_norm(rows, self.output_norm, c.rms_eps))
+            if self._gather_logits is not None:
+                logits = self._gather_logits(logits)
             out.append(_softcap(logits, c.final_softcap))
         return out
 
     def _mlp(self, blk: _Block, h: np.ndarray) -> np.ndarray:
         if blk.gate_up is not None:
             gu = blk.gate_up(h)
-            g, u = gu[:, : self.config.n_ff], gu[:, self.config.n_ff :]
+            g, u = gu[:, : self.rank_config.n_ff], gu[:, self.rank_config.n_ff :]
         else:
             g, u = blk.gate(h), blk.up(h)
         if self.config.activation == "silu":  # g·σ(g)
@@ -276,7 +302,7 @@ class Transformer:
 
     def _rotate(self, x: np.ndarray, table) -> np.ndarray:
         """Rope on x (heads, N, head_dim): the first n_rot dims of each head."""
-        c = self.config
+        c = self.rank_config
         cos, sin = table
         if c.n_rot == c.head_dim:
             return _rope(x, cos, sin, c.rope_pairs)
@@ -284,7 +310,7 @@ class Transformer:
         return np.concatenate([rot, x[..., c.n_rot :]], axis=-1)
 
     def _attention(self, layer, blk: _Block, h, table, slots, positions, bounds, cache):
-        c = self.config
+        c = self.rank_config
         n = h.shape[0]
         hq, hk = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
         if blk.qkv is not None:
@@ -317,7 +343,7 @@ class Transformer:
 
     def _attend(self, q, k, v, mask):
         """q (Hkv, G, L, D), k/v (Hkv, 1, S, D), mask (L, S) bool -> (Hkv, G, L, Dv)."""
-        c = self.config
+        c = self.rank_config
         if not c.attn_softcap:
             return scaled_dot_product_attention(
                 from_numpy(q),
@@ -333,6 +359,28 @@ class Transformer:
         s = np.where(mask, s, -np.inf)
         s = np.exp(s - s.max(axis=-1, keepdims=True))
         return np.matmul(s / s.sum(axis=-1, keepdims=True), v)
+
+
+def _ropes(vb: QVarBuilder, c: LlmConfig) -> tuple[Rope, Rope]:
+    """The rope of global and of local layers, with the file's frequency-factor tensors
+    (``rope_freqs``: Llama 3; ``rope_factors_long`` / ``_short``: LongRoPE)."""
+    factors = {}
+    for name in ("rope_freqs", "rope_factors_long", "rope_factors_short"):
+        if vb.contains(f"{name}.weight"):
+            factors[name] = vb.get((c.n_rot // 2,), f"{name}.weight").to_dtype("f32").numpy()
+    tensors = dict(
+        freq_factors=factors.get("rope_freqs"),
+        long_factors=factors.get("rope_factors_long"),
+        short_factors=factors.get("rope_factors_short"),
+    )
+    local_scaling = RopeScaling() if c.arch == "gemma3" else c.rope_scaling  # as llama.cpp
+    try:
+        return (
+            Rope(c.n_rot, c.rope_base, c.rope_scaling, **tensors),
+            Rope(c.n_rot, c.rope_base_local, local_scaling, **tensors),
+        )
+    except ValueError as e:
+        raise LlmFileError(f"{c.arch} rope: {e}") from e
 
 
 def _tensor(vb: QVarBuilder, name: str) -> QTensor:
