@@ -11,10 +11,11 @@ F32 = np.dtype(np.float32)
 
 
 def is_half(dtype: np.dtype) -> bool:
-    """f16 or bf16 (by identity: numpy's dtype ``==`` costs more than the op on small arrays;
-    storages only hold native dtypes, which are singletons). ``HALF_TYPES[-1]`` is bf16 once
-    it is loaded, and no storage holds a bf16 array before that."""
-    return dtype is F16 or dtype is HALF_TYPES[-1]
+    """f16 or bf16 (by identity first: numpy's dtype ``==`` costs more than the op on small
+    arrays; storages only hold native dtypes, which are singletons). ``HALF_TYPES[-1]`` is bf16
+    once the tables have loaded it; an array made with ``ml_dtypes`` before that is known by
+    its type code (``E``, bfloat16's)."""
+    return dtype is F16 or dtype is HALF_TYPES[-1] or dtype.char == "E"
 
 
 try:  # numpy >= 2 keeps the floating-point error state in a context variable

@@ -23,14 +23,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ._arrays import F32, HALF_TYPES, contiguous, view
+from ._arrays import F32, contiguous, is_half, view
 
 # A column buffer larger than this is built a batch chunk at a time.
 _CHUNK_BYTES = 1 << 27
 
 
 def _compute_dtype(a: np.ndarray) -> np.dtype:
-    return F32 if a.dtype in HALF_TYPES else a.dtype
+    return F32 if is_half(a.dtype) else a.dtype
 
 
 def _padded(x: np.ndarray, pads, dtype: np.dtype) -> np.ndarray:

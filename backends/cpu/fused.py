@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ._arrays import F32, HALF_TYPES, view
+from ._arrays import F32, is_half, view
 from .native import NATIVE
 
 # Elements per block: 64K f32 = 256 KiB, which sits in L2 next to the block's output.
@@ -32,7 +32,7 @@ def _native_rows(a) -> bool:
 
 
 def _compute_dtype(dtype: np.dtype) -> np.dtype:
-    return F32 if dtype in HALF_TYPES else dtype
+    return F32 if is_half(dtype) else dtype
 
 
 def _compact(a: np.ndarray) -> np.ndarray:
@@ -164,7 +164,7 @@ class FusedOps:
         out = np.empty(x.shape, x.dtype)
         if out.size == 0:
             return out
-        half = x.dtype in HALF_TYPES
+        half = is_half(x.dtype)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             for xb, ob, axis in _blocks(x, out, dim):
                 if half:
@@ -233,7 +233,7 @@ class FusedOps:
             w = w.astype(cdt, copy=False)
         if b is not None:
             b = b.astype(cdt, copy=False)
-        half = x.dtype in HALF_TYPES
+        half = is_half(x.dtype)
         mean_rows = None if mean_all is None else mean_all.reshape(-1)
         rstd_rows = rstd_all.reshape(-1)
         r = 0
@@ -274,7 +274,7 @@ class FusedOps:
         b = None if bias is None else view(bias.array, bias_layout).astype(cdt, copy=False)
         w = None if w is None else w.reshape(g, c // g, 1)
         b = None if b is None else b.reshape(g, c // g, 1)
-        half = x.dtype in HALF_TYPES
+        half = is_half(x.dtype)
         step = max(1, _BLOCK // max(1, c * s))
         with np.errstate(invalid="ignore", divide="ignore"):
             for i in range(0, n, step):

@@ -74,6 +74,7 @@ class _Watchdog(threading.Thread):
                     "collective; aborting the MPI job\n"
                 )
                 sys.stderr.flush()
+                time.sleep(0.5)  # the launcher forwards output asynchronously: let it go first
                 self.comm.Abort(70)
 
 
