@@ -56,7 +56,10 @@ def test_tensor_parallel_logits_and_generation_equal_one_process(tiny, tmp_path)
             one = llm.load(path)
             ids = one.tokenizer.encode(PROMPT)
             case = {"name": f"{family} {ggml_type}", "path": str(path), "ids": ids,
-                    "n_head_kv": one.config.n_head_kv, "rtol": 1e-5, "new_tokens": 8}  # fmt: skip
+                    "n_head_kv": one.config.n_head_kv, "new_tokens": 8,
+                    # Q8_0: the all-reduce adds partial sums in another order, so an activation
+                    # can round to the neighbouring Q8 step (1/127 of its block's largest)
+                    "rtol": 1e-5 if ggml_type == "F32" else 1e-2}  # fmt: skip
             logits = one.logits(ids)
             case["single"] = str(tmp_path / f"{family}-{ggml_type}-single.npy")
             np.save(case["single"], logits)
