@@ -102,15 +102,16 @@ test: $(STAMP)-dev
 	done; \
 	if [ -n "$$failed" ]; then echo "=== make test failed:$$failed"; exit 1; fi
 
-# All four run; lint fails if any of them does. mypy checks typed use of the public API
+# All five run; lint fails if any of them does. mypy checks typed use of the public API
 # through the shipped stubs (workbench/*.pyi; errors inside the package's own modules are
-# not its subject: --follow-imports=silent).
+# not its subject: --follow-imports=silent), in tests/typing and in the tutorials' code cells.
 lint: $(STAMP)-dev
 	@rc=0; \
 	echo "ruff check ."; $(BIN)/ruff check . || rc=1; \
 	echo "ruff format --check ."; $(BIN)/ruff format --check . || rc=1; \
 	echo "mypy tests/typing"; $(BIN)/mypy --follow-imports=silent --ignore-missing-imports \
 		--no-incremental --cache-dir=/dev/null tests/typing || rc=1; \
+	echo "mypy notebooks/*.ipynb"; $(PY) tests/typing/notebook_types.py || rc=1; \
 	$(MAKE) --no-print-directory lint-imports || rc=1; \
 	exit $$rc
 
@@ -144,7 +145,8 @@ test-numpy-path: $(STAMP)-dev
 ASAN_DIR := build/asan
 ASAN_FAST_TESTS := tests/test_native_elementwise.py
 ASAN_TESTS := $(ASAN_FAST_TESTS) tests/test_ops_elementwise.py tests/test_ops_reduce.py \
-	tests/test_fused.py tests/test_native_attention.py tests/test_native_reduce.py tests/quantized/test_qdot.py
+	tests/test_fused.py tests/test_native_attention.py tests/test_native_reduce.py tests/quantized/test_qdot.py \
+	tests/test_native_rows_backward.py tests/test_native_pool.py tests/quantized/test_qdot_small_batch.py
 ASAN_RUN = LD_PRELOAD=$$($${CC:-gcc} -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 WORKBENCH_NATIVE_DIR=$(ASAN_DIR)/workbench/backends/cpu \
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -328,6 +328,28 @@ class FusedStorage(Protocol):
     ) -> tuple[CoreStorage, CoreStorage]:
         """Over the last dim: (out, rstd)."""
 
+    def softmax_backward(
+        self,
+        layout: LayoutLike,
+        grad: CoreStorage,
+        grad_layout: LayoutLike,
+        dim: int,
+        log: bool = False,
+    ) -> CoreStorage:
+        """From y = (log_)softmax(x) along ``dim`` (self) and dL/dy: dL/dx, y's shape."""
+
+    def norm_backward(
+        self,
+        layout: LayoutLike,
+        grad: CoreStorage,
+        grad_layout: LayoutLike,
+        weight: CoreStorage | None,
+        weight_layout: LayoutLike | None,
+        mean: CoreStorage | None,
+        rstd: CoreStorage,
+    ) -> CoreStorage:
+        """dL/dx of layer_norm (``mean`` given) or rms_norm over the last dim of x (self)."""
+
     def group_norm(
         self,
         layout: LayoutLike,

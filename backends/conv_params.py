@@ -53,3 +53,19 @@ class ConvParams:
                 out -= 1
             sizes.append(out)
         return tuple(sizes)
+
+    def avg_divisors(
+        self, in_size, kernel, out_size, count_include_pad: bool
+    ) -> tuple[list[int], ...]:
+        """Per spatial dim, each output window's divisor as PyTorch's average pooling counts it:
+        the window clipped to the padded input (``count_include_pad``), else to the input.
+        An N-d window's divisor is the product of its per-dim ones."""
+        divisors = []
+        for (n, k, s, (lo, _), _), m in zip(self._axes(in_size, kernel), out_size, strict=True):
+            row = []
+            for i in range(m):
+                start = i * s - lo
+                end = min(start + k, n + lo)
+                row.append(end - start if count_include_pad else min(end, n) - max(start, 0))
+            divisors.append(row)
+        return tuple(divisors)

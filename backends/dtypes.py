@@ -19,11 +19,11 @@ from .lazy import LazyValues, lazy_module
 ml_dtypes = lazy_module("ml_dtypes")
 
 ITEMSIZE: dict[str, int] = {
-    "bool": 1, "u8": 1, "u32": 4, "i16": 2, "i32": 4, "i64": 8,
+    "bool": 1, "u8": 1, "u32": 4, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
     "f16": 2, "bf16": 2, "f32": 4, "f64": 8,
 }  # fmt: skip
 FLOAT = ("f16", "bf16", "f32", "f64")
-INT = ("u8", "u32", "i16", "i32", "i64")
+INT = ("u8", "u32", "i8", "i16", "i32", "i64")
 NUM = INT + FLOAT
 ALL = ("bool",) + NUM
 # The half-precision types loaded so far: f16, then bf16 (appended by ``bfloat16()``). A list,
@@ -43,9 +43,9 @@ def bfloat16() -> np.dtype:
 
 NUMPY_BY_NAME: dict[str, np.dtype] = LazyValues(
     {name: np.dtype(code) for name, code in (
-        ("bool", np.bool_), ("u8", np.uint8), ("u32", np.uint32), ("i16", np.int16),
-        ("i32", np.int32), ("i64", np.int64), ("f16", np.float16), ("f32", np.float32),
-        ("f64", np.float64),
+        ("bool", np.bool_), ("u8", np.uint8), ("u32", np.uint32), ("i8", np.int8),
+        ("i16", np.int16), ("i32", np.int32), ("i64", np.int64), ("f16", np.float16),
+        ("f32", np.float32), ("f64", np.float64),
     )},
     lazy={"bf16": bfloat16},
 )  # fmt: skip

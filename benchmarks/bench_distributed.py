@@ -1,22 +1,29 @@
-"""Distributed benchmarks on 2 MPI ranks (this machine's CPU):
+"""Distributed benchmarks on 2 MPI ranks (this machine's CPU), one command, one table:
 
-1. ``all_reduce`` bus bandwidth, f32 sum, 1 KB to 256 MB: workbench's MPI communicator (into a
-   preallocated ``out``, as the peers write in place), raw mpi4py ``Allreduce`` on numpy
-   arrays, and ``torch.distributed`` (gloo) — all three in one run, interleaved. Bus bandwidth
-   is NCCL's measure: 2·(W-1)/W · bytes / time. Target: workbench >= 0.95× raw mpi4py.
-   The ratio is paired per repeat (median and quartiles printed): the load on a shared
-   machine changes between repeats more than between neighbouring calls.
-2. What the workbench call adds to mpi4py's per call, on ``MPI.COMM_SELF`` (CPU time): the
-   part of the small-message gap that is ours rather than the other rank's.
+    python -m benchmarks.bench_distributed              # launches itself under mpiexec -n 2
+    python -m benchmarks.bench_distributed --quick      # fewer repeats (a smoke run)
+    python -m benchmarks.bench_distributed --repeats 31 --json out.json
+
+1. ``all_reduce`` bus bandwidth, f32 sum, 1 KiB to 256 MiB. Five calls, in one run,
+   interleaved (their order rotates every repeat): workbench's MPI communicator into a
+   preallocated ``out`` and in place (``out=x``), raw mpi4py ``Allreduce`` on numpy arrays
+   (bare arrays, as users call it) into a second array and with ``MPI.IN_PLACE``, and
+   ``torch.distributed`` (gloo, in place). Bus bandwidth is NCCL's measure,
+   2·(W-1)/W · bytes / time. Target: workbench >= 0.95x raw mpi4py at every size.
+   A sample is one batch of calls after a barrier, timed with ``MPI.Wtime`` on every rank;
+   its time is the slowest rank's. Ratios are paired per repeat (the two calls compared ran
+   back to back, under the same load) and reported as median [quartiles] over the repeats.
+2. The per-call cost of the workbench call and of mpi4py's alone on ``MPI.COMM_SELF`` (a local
+   copy, no other rank to wait for; CPU time of this process, interleaved; best batch and
+   median): the part of the small-message gap that is ours rather than the other rank's.
 3. DDP training step (forward, backward with the bucketed all-reduce, AdamW) of an MLP at
    world size 2 (half of the global batch per rank) against the single-process step on the
    whole batch, alternated in the same run.
 
-    python -m benchmarks.bench_distributed            # launches itself under mpiexec -n 2
-    python -m benchmarks.bench_distributed --quick
-
+On a loaded machine the small sizes measure the scheduler (a rank waits for the other to
+get a core), not the call: read the quartiles, and part 2, before the medians.
 The benchmark runner (``python -m benchmarks``) has no workload here: this needs two
-processes. Collectives wait for each other, so times are wall clock on rank 0 (after a barrier).
+processes.
 """
 
 from __future__ import annotations
@@ -34,6 +41,14 @@ import numpy as np
 
 WORKLOADS: list = []  # nothing for the single-process runner
 SIZES = [1 << k for k in range(10, 29, 2)]  # 1 KiB .. 256 MiB
+PEERS = ("workbench", "mpi4py", "workbench_inplace", "mpi4py_inplace", "torch_gloo")
+PAIRS = (("workbench", "mpi4py"), ("workbench_inplace", "mpi4py_inplace"),
+         ("workbench", "torch_gloo"))  # fmt: skip
+
+
+def _number(nbytes: int, quick: bool) -> int:
+    """Calls per timed batch: about 4 MB moved (at least one call, at most 200)."""
+    return max(1, min(int(4e6 / max(nbytes, 1024)), 50 if quick else 200))
 
 
 def _time(fn, number: int) -> float:
@@ -41,12 +56,6 @@ def _time(fn, number: int) -> float:
     for _ in range(number):
         fn()
     return (time.perf_counter() - start) / number
-
-
-def _number(nbytes: int, quick: bool) -> int:
-    """Calls per timed batch: many for small messages, few for large ones."""
-    n = max(1, int(4e6 / max(nbytes, 1024)))  # about 4 MB moved per batch
-    return min(n, 50 if quick else 200)
 
 
 def _bus_gbps(nbytes: int, seconds: float, world: int) -> float:
@@ -58,60 +67,70 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(values), q[-1]
 
 
-def _peers(comm, mpi_comm, dist_torch, n: int) -> dict:
-    """The three all-reduce calls on ``n`` f32 values: each writes a separate output (or, for
-    gloo, its tensor in place), as a training loop reusing its buffers would."""
+def _calls(comm, mpi_comm, dist_torch, n: int) -> dict:
+    """The all-reduce calls on ``n`` f32 values, each on its own buffers, reused from call
+    to call as a training loop would."""
     import torch
     from mpi4py import MPI
 
     import workbench as wb
 
-    x, out = wb.ones(n), wb.empty(n)
-    src, dst = np.ones(n, np.float32), np.empty(n, np.float32)
-    t = torch.ones(n)
+    x, out, inplace = wb.ones(n), wb.empty(n), wb.ones(n)
+    src, dst, own = np.ones(n, np.float32), np.empty(n, np.float32), np.ones(n, np.float32)
     fns = {
         "workbench": lambda: comm.all_reduce(x, out=out),
         "mpi4py": lambda: mpi_comm.Allreduce(src, dst, MPI.SUM),
+        "workbench_inplace": lambda: comm.all_reduce(inplace, out=inplace),
+        "mpi4py_inplace": lambda: mpi_comm.Allreduce(MPI.IN_PLACE, own, MPI.SUM),
     }
     if dist_torch is not None:
+        t = torch.ones(n)
         fns["torch_gloo"] = lambda: dist_torch.all_reduce(t)
     return fns
 
 
-def bench_all_reduce(comm, mpi_comm, dist_torch, quick: bool) -> list[dict]:
-    """Wall clock per call on rank 0, interleaved; the ratio is taken per repeat (the peers
-    ran back to back, under the same load), then its median and quartiles over the repeats."""
-    repeats = 5 if quick else 15
+def _sample(fn, number: int, mpi_comm) -> float:
+    """Seconds per call of one batch: every rank starts after a barrier, the slowest counts."""
+    from mpi4py import MPI
+
+    mpi_comm.Barrier()
+    start = MPI.Wtime()
+    for _ in range(number):
+        fn()
+    mine = (MPI.Wtime() - start) / number
+    return mpi_comm.allreduce(mine, op=MPI.MAX)
+
+
+def bench_all_reduce(comm, mpi_comm, dist_torch, repeats: int, quick: bool) -> list[dict]:
     rows = []
+    world = mpi_comm.Get_size()
     for nbytes in SIZES:
-        fns = _peers(comm, mpi_comm, dist_torch, nbytes // 4)
+        fns = _calls(comm, mpi_comm, dist_torch, nbytes // 4)
         number = _number(nbytes, quick)
-        times = {k: [] for k in fns}
-        for fn in fns.values():
-            fn()
+        times: dict[str, list[float]] = {k: [] for k in fns}
+        for fn in fns.values():  # warm up: first-touch pages, the plan, gloo's buffers
+            _sample(fn, 1, mpi_comm)
+        names = list(fns)
         for rep in range(repeats):
-            order = list(fns)
-            order = order[rep % 3 :] + order[: rep % 3]
-            for name in order:
-                mpi_comm.Barrier()
-                times[name].append(_time(fns[name], number))
-        w = mpi_comm.Get_size()
-        row = {"bytes": nbytes, "repeats": repeats}
+            shift = rep % len(names)
+            for name in names[shift:] + names[:shift]:
+                times[name].append(_sample(fns[name], number, mpi_comm))
+        row: dict = {"bytes": nbytes, "repeats": repeats, "calls_per_sample": number}
         for name, ts in times.items():
             row[f"{name}_s"] = statistics.median(ts)
-            row[f"{name}_busbw_GBps"] = _bus_gbps(nbytes, row[f"{name}_s"], w)
-        for peer in ("mpi4py", "torch_gloo"):
-            ratios = [p / m for p, m in zip(times[peer], times["workbench"], strict=True)]
-            row[f"workbench_vs_{peer}_q"] = _quartiles(ratios)  # bandwidth ratio
-            row[f"workbench_vs_{peer}"] = row[f"workbench_vs_{peer}_q"][1]
+            row[f"{name}_busbw_GBps"] = _bus_gbps(nbytes, row[f"{name}_s"], world)
+        for ours, peer in PAIRS:
+            if peer in times:  # bandwidth ratio = time ratio, per repeat
+                ratios = [p / w for p, w in zip(times[peer], times[ours], strict=True)]
+                row[f"{ours}_vs_{peer}_q"] = _quartiles(ratios)
         rows.append(row)
         del fns
     return rows
 
 
 def bench_call_overhead(quick: bool) -> list[dict]:
-    """What the workbench call adds to mpi4py's: the same two calls on ``MPI.COMM_SELF`` (a
-    local copy, no other rank to wait for), CPU time of this process, interleaved."""
+    """The calls of ``_calls`` on ``MPI.COMM_SELF`` (a local copy, no other rank to wait
+    for), CPU time of this process, interleaved: per call, the best batch and the median."""
     from mpi4py import MPI
 
     from workbench.distributed import MPICommunicator
@@ -119,19 +138,20 @@ def bench_call_overhead(quick: bool) -> list[dict]:
     comm = MPICommunicator(MPI.COMM_SELF)
     repeats, number = (5, 2000) if quick else (15, 20000)
     rows = []
-    for nbytes in (1 << 10,):  # larger copies vary with where the buffers lie, not with us
-        fns = _peers(comm, MPI.COMM_SELF, None, nbytes // 4)
-        times = {k: [] for k in fns}
+    for nbytes in (1 << 10, 1 << 16):
+        fns = _calls(comm, MPI.COMM_SELF, None, nbytes // 4)
+        times: dict[str, list[float]] = {k: [] for k in fns}
+        names = list(fns)
         for rep in range(repeats):
-            for name in list(fns)[rep % 2 :] + list(fns)[: rep % 2]:
+            shift = rep % len(names)
+            for name in names[shift:] + names[:shift]:
+                fn = fns[name]
                 start = time.process_time()
                 for _ in range(number):
-                    fns[name]()
+                    fn()
                 times[name].append((time.process_time() - start) / number)
-        diffs = [w - m for w, m in zip(times["workbench"], times["mpi4py"], strict=True)]
-        rows.append({"bytes": nbytes, **{f"{k}_us": statistics.median(v) * 1e6
-                                         for k, v in times.items()},
-                     "overhead_us_q": tuple(d * 1e6 for d in _quartiles(diffs))})  # fmt: skip
+        rows.append({"bytes": nbytes, **{f"{k}_us": (min(v) * 1e6, statistics.median(v) * 1e6)
+                                         for k, v in times.items()}})  # fmt: skip
     return rows
 
 
@@ -187,7 +207,60 @@ def bench_ddp(comm, mpi_comm, quick: bool) -> dict:
     }
 
 
-def worker(quick: bool, json_path: str | None) -> None:
+def _label(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def report(rows: list[dict], overhead: list[dict], ddp: dict, world: int) -> list[str]:
+    """The printed table (rows from bench_all_reduce, overhead, ddp)."""
+    lines = [
+        f"all_reduce f32 sum, {world} ranks: bus bandwidth GB/s, median of {rows[0]['repeats']} "
+        "interleaved samples (MPI.Wtime, slowest rank); ratio = workbench bandwidth / peer's, "
+        "median [quartiles] of per-repeat pairs",
+        f"{'size':>8} {'wb out=':>9} {'mpi4py':>9} {'wb/mpi4py':>20}   {'wb in pl.':>9} "
+        f"{'IN_PLACE':>9} {'wb/mpi4py in pl.':>20}   {'gloo':>8} {'wb/gloo':>8}",
+    ]
+
+    def ratio(row, ours, peer):
+        lo, mid, hi = row[f"{ours}_vs_{peer}_q"]
+        return f"{mid:5.2f}x [{lo:.2f}-{hi:.2f}]"
+
+    for r in rows:
+        bw = {k[: -len("_busbw_GBps")]: v for k, v in r.items() if k.endswith("_busbw_GBps")}
+        gloo = "torch_gloo" in bw
+        lines.append(
+            f"{_label(r['bytes']):>8} {bw['workbench']:9.3g} {bw['mpi4py']:9.3g} "
+            f"{ratio(r, 'workbench', 'mpi4py'):>20}   {bw['workbench_inplace']:9.3g} "
+            f"{bw['mpi4py_inplace']:9.3g} {ratio(r, 'workbench_inplace', 'mpi4py_inplace'):>20}"
+            + (f"   {bw['torch_gloo']:8.3g} {r['workbench_vs_torch_gloo_q'][1]:7.2f}x"
+               if gloo else "")
+        )  # fmt: skip
+    for ours, peer in PAIRS[:2]:
+        worst = min(rows, key=lambda r: r[f"{ours}_vs_{peer}_q"][1])
+        mid = worst[f"{ours}_vs_{peer}_q"][1]
+        lines.append(
+            f"target {ours} >= 0.95x {peer}: lowest median {mid:.2f}x at "
+            f"{_label(worst['bytes'])} ({'ok' if mid >= 0.95 else 'MISSED'}; "
+            f"{sum(r[f'{ours}_vs_{peer}_q'][1] >= 0.95 for r in rows)} of {len(rows)} sizes)"
+        )
+    lines.append(
+        "per-call cost on MPI.COMM_SELF, one process, CPU time in us (best batch / median):"
+    )
+    names = [k[:-3] for k in overhead[0] if k.endswith("_us")]
+    lines.append(f"{'size':>8} " + " ".join(f"{n:>19}" for n in names))
+    for r in overhead:
+        cells = " ".join(f"{r[n + '_us'][0]:9.2f}/{r[n + '_us'][1]:<9.2f}" for n in names)
+        lines.append(f"{_label(r['bytes']):>8} {cells}")
+    if ddp:
+        lines.append(
+            f"DDP step ({ddp['model']}): one process {ddp['single_process_step_s'] * 1e3:.1f} "
+            f"ms, 2 ranks {ddp['ddp_world2_step_s'] * 1e3:.1f} ms ({ddp['speedup']:.2f}x, "
+            f"{ddp['buckets']} buckets)"
+        )
+    return lines
+
+
+def worker(quick: bool, repeats: int | None, json_path: str | None) -> None:
     import torch
     import torch.distributed as dist_torch
     from mpi4py import MPI
@@ -207,7 +280,8 @@ def worker(quick: bool, json_path: str | None) -> None:
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     comm = dist.init()
-    rows = bench_all_reduce(comm, mpi_comm, dist_torch, quick)
+    repeats = repeats or (5 if quick else 15)
+    rows = bench_all_reduce(comm, mpi_comm, dist_torch, repeats, quick)
     ddp = bench_ddp(comm, mpi_comm, quick)
     dist_torch.destroy_process_group()
     if rank:
@@ -215,36 +289,8 @@ def worker(quick: bool, json_path: str | None) -> None:
     overhead = bench_call_overhead(quick)
     from benchmarks import machine
 
-    print("\n".join(machine.describe()))
-    print(f"all_reduce f32 sum, {world} ranks, bus bandwidth GB/s (median of "
-          f"{rows[0]['repeats']} interleaved repeats), wall clock on rank 0")  # fmt: skip
-    print(f"{'size':>9} {'workbench':>10} {'mpi4py':>10} {'gloo':>10} "
-          f"{'wb/mpi4py [quartiles]':>24} {'wb/gloo':>8}")  # fmt: skip
-    for r in rows:
-        size = r["bytes"]
-        label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
-        lo, mid, hi = r["workbench_vs_mpi4py_q"]
-        print(
-            f"{label:>9} {r['workbench_busbw_GBps']:10.3f} {r['mpi4py_busbw_GBps']:10.3f} "
-            f"{r['torch_gloo_busbw_GBps']:10.3f} {mid:9.2f}x [{lo:.2f}-{hi:.2f}]   "
-            f"{r['workbench_vs_torch_gloo']:7.2f}x"
-        )
-    worst = min(r["workbench_vs_mpi4py"] for r in rows)
-    print(f"target workbench >= 0.95x raw mpi4py: worst size {worst:.2f}x "
-          f"({'ok' if worst >= 0.95 else 'MISSED'})")  # fmt: skip
-    print(
-        "per-call cost on MPI.COMM_SELF (CPU time, median): workbench all_reduce(x, out=out) "
-        "vs mpi4py Allreduce"
-    )
-    for r in overhead:
-        lo, mid, hi = r["overhead_us_q"]
-        print(f"{r['bytes'] >> 10:>5} KiB  workbench {r['workbench_us']:.2f} us, mpi4py "
-              f"{r['mpi4py_us']:.2f} us: +{mid:.2f} us [{lo:.2f}-{hi:.2f}]")  # fmt: skip
-    print(
-        f"\nDDP step ({ddp['model']}): one process {ddp['single_process_step_s'] * 1e3:.1f} ms, "
-        f"2 ranks {ddp['ddp_world2_step_s'] * 1e3:.1f} ms ({ddp['speedup']:.2f}x, "
-        f"{ddp['buckets']} buckets)"
-    )
+    lines = [*machine.describe(), *report(rows, overhead, ddp, world)]
+    print("\n".join(lines), flush=True)
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"all_reduce": rows, "call_overhead": overhead, "ddp": ddp}, f, indent=2)
@@ -253,16 +299,18 @@ def worker(quick: bool, json_path: str | None) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_distributed")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and calls")
+    parser.add_argument("--repeats", type=int, help="samples per call and size (default 15)")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.quick, args.json)
+        worker(args.quick, args.repeats, args.json)
         return 0
     from workbench.distributed.run import command
 
     extra = ["--quick"] * args.quick + (["--json", args.json] if args.json else [])
+    extra += ["--repeats", str(args.repeats)] if args.repeats else []
     cmd = command(2, ["-m", "benchmarks.bench_distributed", "--worker", *extra])
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     # One thread per rank (the ranks share the cores), unless told otherwise.

@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_llm                         # Q8_0 and Q4_0, 1 and 2 threads
     python -m benchmarks.bench_llm --types Q4_0 --threads 1 --prompt 128 --decode 32
+    python -m benchmarks.bench_llm --types Q4_K --threads 1 --clock cpu   # a loaded machine
 
 A random-weight Llama of a realistic small size (d=768, 12 layers, 12/4 heads, ff 2048, vocab
 32000: about 125M parameters) is built with transformers and converted to GGUF by
@@ -9,8 +10,8 @@ A random-weight Llama of a realistic small size (d=768, 12 layers, 12/4 heads, f
 float checkpoint it came from). Per engine and thread count, in a fresh subprocess each (so
 peak RSS is its own), interleaved round by round, best of ``--rounds``:
 
-- prompt: tokens/s processing ``--prompt`` random tokens (batched), time to first token
-  (prompt + the first logits), then
+- prompt: tokens/s processing ``--prompt`` random tokens (batched; every engine computes the
+  logits of the last position only), time to first token (prompt + the first logits), then
 - decode: tokens/s over ``--decode`` single-token steps with the KV cache, and peak RSS.
 
 llama.cpp runs through llama-cpp-python when it is installed (it builds from source; see
@@ -110,7 +111,7 @@ def run_transformers(folder: Path, threads: int, n_prompt: int, n_decode: int) -
     model = T.LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     with torch.no_grad():
         t0 = CLOCK()
-        out = model(torch.tensor([_ids(n_prompt)]), use_cache=True)
+        out = model(torch.tensor([_ids(n_prompt)]), use_cache=True, logits_to_keep=1)
         token = out.logits[0, -1].argmax().view(1, 1)
         t1 = CLOCK()
         past = out.past_key_values
@@ -132,17 +133,34 @@ def run_llama_cpp(gguf: Path, threads: int, n_prompt: int, n_decode: int) -> dic
         n_threads=threads,
         n_threads_batch=threads,
         verbose=False,
-        logits_all=True,
+        logits_all=False,  # as the other engines: the logits of the last position only
     )
+    n_vocab = model.n_vocab()
+
+    def last_logits() -> np.ndarray:
+        return np.ctypeslib.as_array(model._ctx.get_logits(), shape=(n_vocab,))
+
     t0 = CLOCK()
     model.eval(_ids(n_prompt))
-    token = int(np.argmax(model.scores[model.n_tokens - 1]))
+    token = int(np.argmax(last_logits()))
     t1 = CLOCK()
     for _ in range(n_decode):
         model.eval([token])
-        token = int(np.argmax(model.scores[model.n_tokens - 1]))
+        token = int(np.argmax(last_logits()))
     t2 = CLOCK()
     return {"prompt_s": t1 - t0, "decode_s": t2 - t1}
+
+
+def _peak_rss() -> int:
+    """This process's peak resident bytes: VmHWM (ru_maxrss survives exec, so a child would
+    report its parent's peak when that was higher)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def child(args) -> None:
@@ -153,7 +171,7 @@ def child(args) -> None:
     ]
     target = Path(args.target)
     r = fn(target, args.threads[0], args.prompt, args.decode)
-    r["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    r["peak_rss"] = _peak_rss()
     print("RESULT " + json.dumps(r))
 
 

@@ -15,6 +15,12 @@
   BLAS, the levels at batch 1): the before/after of the native kernels in one run. Native
   threads are set to torch's (and BLAS's) count. Targets (issue 16, vs workbench's f32
   matmul): batch 1, 4-bit types <= 0.35x, Q8_0 / Q6_K <= 0.6x; batch 64 <= 1.2x.
+- ``qmatvec/<type>/<n>x<k>``: one token's ``x (1, k) @ W.T`` at the shapes of a 125M-class
+  Llama (768 wide, MLP 3072, vocab 32000) and 4096 x 4096, the per-token product of LLM
+  decoding. "workbench" is ``QMatMul``, "native" the compiled kernel called directly (as the
+  LLM's per-token path calls it: ``workbench.models.llm``), "numpy" workbench's f32 matmul,
+  "torch" PyTorch's f32 matmul. ``python -m benchmarks.bench_quantized --threads 1 --clock
+  cpu -k qmatvec``.
 - ``qmatmul-int8/<type>/b<batch>``: the integer design done in numpy (einsum, no int8
   GEMM), as measured before the native kernels existed. Kept so the numbers can be re-checked.
 """
@@ -103,6 +109,44 @@ def _qmatmul(name: str, batch: int):
     return make
 
 
+LLM_SHAPES = ((768, 768), (3072, 768), (768, 3072), (32000, 768), (4096, 4096))
+QMATVEC_TYPES = ("Q4_0", "Q8_0", "Q4_K", "Q6_K", "Q5_0", "Q5_1", "IQ4_NL")
+
+
+def _qmatvec(name: str, n: int, k: int):
+    def make():
+        import torch
+
+        import workbench as wb
+        from workbench.backends.cpu import ggml
+        from workbench.backends.cpu.native import NATIVE
+        from workbench.quantized import QMatMul, QTensor
+
+        wb.set_num_threads(torch.get_num_threads())
+        w = np.random.default_rng(0).standard_normal((n, k), dtype=np.float32)
+        qt = QTensor.quantize(w, name)
+        mm = QMatMul(qt)
+        x = np.random.default_rng(1).standard_normal((1, k), dtype=np.float32)
+        wx, ww = wb.from_numpy(x), wb.from_numpy(w).t()
+        tw, tx = torch.from_numpy(w.copy()), torch.from_numpy(x.copy())
+        fns = {
+            "workbench": lambda: mm(wx),
+            "numpy": lambda: wx @ ww,
+            "torch": lambda: tx @ tw.T,
+        }
+        if NATIVE is not None:
+            raw, type_id, out = qt.data.reshape(-1), ggml.BY_NAME[name].id, np.empty((1, n), "f4")
+
+            def native():
+                NATIVE.qmatmul(raw, type_id, n, k, x, out)
+                return out
+
+            fns["native"] = native
+        return fns
+
+    return make
+
+
 # ------------------------------------------------------------------- the rejected design
 def _int8_dot(weight_blocks: np.ndarray, weight_scales: np.ndarray, x: np.ndarray):
     """``x @ W.T`` with W as int8 blocks ``(N, nb, 32)`` and f32 scales ``(N, nb)``: quantize
@@ -157,6 +201,11 @@ WORKLOADS = (
         for b in (1, 64)
     ]
     + [
+        Workload(f"quantized/qmatvec/{t}/{n}x{k}", _qmatvec(t, n, k), tolerance=30.0)
+        for t in QMATVEC_TYPES
+        for n, k in LLM_SHAPES
+    ]
+    + [
         Workload(f"quantized/qmatmul-int8/{t}/b{b}", _qmatmul_int8(t, b))
         for t in ("Q8_0", "Q4_0")
         for b in (1, 64)
@@ -169,8 +218,8 @@ def _gbps(nbytes: float, seconds: float | None) -> str:
     return "-" if not seconds else f"{nbytes / seconds / 1e9:.2f}"
 
 
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.2f}"
+def _ms(seconds: float | None, digits: int = 2) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.{digits}f}"
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -227,6 +276,31 @@ def report(results: list[Result]) -> str:
             f"{label:22} {_ms(ours):>11} {_gbps(N * gd.row_bytes(K), ours):>6} {_ms(f32):>10} "
             f"{_ms(torch_t):>9} {_ms(before):>14} {_ratio(ours, f32):>6} "
             f"{_ratio(before, f32):>7} {goal:>7}{ok}"
+        )
+    vec = [r for r in results if r.name.startswith("quantized/qmatvec/")]
+    if vec:
+        lines += [
+            "",
+            "one token, x (1, k) @ W.T at LLM shapes; ratios to workbench's f32 matmul "
+            "(native: the kernel alone, as the LLM calls it)",
+            f"{'workload':26} {'QMatMul ms':>11} {'native ms':>10} {'GB/s':>6} {'wb f32 ms':>10} "
+            f"{'torch ms':>9} {'QMatMul/f32':>12} {'native/f32':>11} {'native/torch':>13}",
+        ]
+    for r in vec:
+        label = r.name.split("/", 2)[2]
+        if r.skipped:
+            lines.append(f"{label:26} skipped: {r.skipped}")
+            continue
+        t, shape = label.split("/")
+        n, k = map(int, shape.split("x"))
+        ours, native, f32, torch_t = (
+            r.median(i) for i in ("workbench", "native", "numpy", "torch")
+        )
+        lines.append(
+            f"{label:26} {_ms(ours, 3):>11} {_ms(native, 3):>10} "
+            f"{_gbps(n * GgmlDType[t].row_bytes(k), native):>6} {_ms(f32, 3):>10} "
+            f"{_ms(torch_t, 3):>9} "
+            f"{_ratio(ours, f32):>12} {_ratio(native, f32):>11} {_ratio(native, torch_t):>13}"
         )
     lines.append("\nTimes are medians of interleaved repetitions; a ratio > 1 means slower.")
     return "\n".join(lines)

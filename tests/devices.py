@@ -7,6 +7,9 @@
 
 ``DEVICE_PARAMS`` holds the same devices as pytest params with every device this machine
 lacks included as a skipped param (its reason shown by ``-ra``), so a run says what it left out.
+
+Metal has no f64: a test whose ``metal`` param builds an f64 tensor there is skipped, by one
+hook (``device_skips.py``, registered by ``tests/conftest.py``), not by copies in each test.
 """
 
 from __future__ import annotations
@@ -30,6 +33,22 @@ def availability(kind: str) -> tuple[bool, str]:
     return bool(ok), reason
 
 
+def _fake_metal() -> None:
+    """``WORKBENCH_FAKE_METAL=1``: the metal params run on the fake device whose generated
+    kernels execute on the CPU (``tests/metal/host_metal.py``), so the op tables check the Metal
+    host code and kernel sources on Linux."""
+    import os
+    import sys
+    from pathlib import Path
+
+    if os.environ.get("WORKBENCH_FAKE_METAL") == "1":
+        sys.path.insert(0, str(Path(__file__).parent / "metal"))
+        from host_metal import install_host_device
+
+        install_host_device()
+
+
+_fake_metal()
 AVAILABILITY = {kind: availability(kind) for kind in ("cpu", "cuda", "metal")}
 DEVICES = [kind for kind, (ok, _) in AVAILABILITY.items() if ok]
 DEVICE_PARAMS = [
@@ -47,7 +66,6 @@ def _op_param(kind: str):
     return pytest.param(kind, marks=marks)
 
 
-# The op-comparison tables run on the CPU and on CUDA (marked ``gpu``: ``-m gpu`` or ``-k cuda``
-# selects it; a skipped param without a GPU). The metal backend is a stub: its params would only
-# add as many skipped items again.
-OP_DEVICE_PARAMS = [_op_param(kind) for kind in ("cpu", "cuda")]
+# The op-comparison tables run on the CPU, CUDA and Metal (the GPUs marked ``gpu``: ``-m gpu``,
+# ``-k cuda`` or ``-k metal`` selects them; a skipped param without the device).
+OP_DEVICE_PARAMS = [_op_param(kind) for kind in ("cpu", "cuda", "metal")]

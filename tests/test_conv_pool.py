@@ -38,6 +38,7 @@ CONV2D = [
     ((2, 3, 7, 6), (4, 3, 3, 3), dict(padding="same", dilation=2)),
     ((2, 3, 7, 6), (4, 3, 2, 4), dict(padding="same")),  # even kernel: uneven padding
     ((1, 3, 7, 6), (4, 3, 2, 3), dict(padding="valid", dilation=(2, 1))),
+    ((1, 48, 16, 14), (48, 24, 3, 3), dict(padding=1, groups=2)),  # the rows path (+ bias)
 ]
 
 CONV1D = [
@@ -614,8 +615,10 @@ def test_pool_errors():
         wb.max_pool2d(x, 7)
     with pytest.raises(ShapeError, match=r"avg_pool1d: expected a 3-d input"):
         wb.avg_pool1d(x, 2)
-    with pytest.raises(DTypeError, match=r"avg_pool2d: expected a floating point input"):
-        wb.avg_pool2d(wb.zeros(1, 1, 4, 4, dtype=wb.i32), 2)
+    with pytest.raises(DTypeError, match=r"avg_pool2d: expected a number tensor"):
+        wb.avg_pool2d(wb.zeros(1, 1, 4, 4, dtype=wb.bool), 2)  # integers average (as torch)
+    with pytest.raises(DTypeError, match=r"adaptive_avg_pool2d: expected a floating point"):
+        wb.adaptive_avg_pool2d(wb.zeros(1, 1, 4, 4, dtype=wb.i32), 2)
     with pytest.raises(ShapeError, match=r"adaptive_avg_pool2d: output_size must be"):
         wb.adaptive_avg_pool2d(x, (2, 3, 4))
     with pytest.raises(

@@ -31,8 +31,8 @@ st = hypothesis.strategies
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the native CPU kernels are not built")
 
 EPS = {"f32": 2.0**-24, "f64": 2.0**-53, "f16": 2.0**-11, "bf16": 2.0**-8}
-ALL_DTYPES = {**DTYPES, "bool": np.bool_, "u8": np.uint8, "u32": np.uint32, "i16": np.int16,
-              "i32": np.int32, "i64": np.int64}  # fmt: skip
+ALL_DTYPES = {**DTYPES, "bool": np.bool_, "u8": np.uint8, "u32": np.uint32, "i8": np.int8,
+              "i16": np.int16, "i32": np.int32, "i64": np.int64}  # fmt: skip
 FLOATS = st.sampled_from(list(DTYPES))
 SETTINGS = hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
 

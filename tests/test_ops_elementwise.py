@@ -159,7 +159,9 @@ INT_UNARY = [
 ]
 
 
-@pytest.mark.parametrize("np_dtype", [np.int64, np.int32, np.int16], ids=lambda d: d.__name__)
+@pytest.mark.parametrize(
+    "np_dtype", [np.int64, np.int32, np.int16, np.int8], ids=lambda d: d.__name__
+)
 @pytest.mark.parametrize("name", INT_UNARY)
 @pytest.mark.parametrize("device", OP_DEVICE_PARAMS)
 def test_unary_integers(name, np_dtype, device):
@@ -407,7 +409,7 @@ def test_remainder_follows_the_sign_of_the_divisor(device):
     )
 
 
-INT_DTYPES = (np.int64, np.int32, np.int16, np.uint8)
+INT_DTYPES = (np.int64, np.int32, np.int16, np.int8, np.uint8)
 
 
 @pytest.mark.parametrize("np_dtype", INT_DTYPES, ids=lambda d: d.__name__)

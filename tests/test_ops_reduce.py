@@ -224,7 +224,7 @@ INT_REDUCTIONS = {
 
 
 @pytest.mark.parametrize(
-    "np_dtype", [np.int64, np.int32, np.uint8, np.bool_], ids=lambda d: d.__name__
+    "np_dtype", [np.int64, np.int32, np.int8, np.uint8, np.bool_], ids=lambda d: d.__name__
 )
 @pytest.mark.parametrize("dim_keepdim", [(1, False), (0, True)], ids=str)
 @pytest.mark.parametrize("name", INT_REDUCTIONS)
@@ -383,7 +383,7 @@ def test_sort_is_stable_with_ties_and_nan_sorts_last(descending, device):
 
 
 @pytest.mark.parametrize(
-    "np_dtype", [np.int64, np.int32, np.uint8, np.bool_], ids=lambda d: d.__name__
+    "np_dtype", [np.int64, np.int32, np.int8, np.uint8, np.bool_], ids=lambda d: d.__name__
 )
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("device", OP_DEVICE_PARAMS)

@@ -162,7 +162,7 @@ def test_shape_ops_dtypes(name, dtype, device):
 
 
 @pytest.mark.parametrize(
-    "np_dtype", [np.int64, np.int32, np.uint8, np.bool_], ids=lambda d: d.__name__
+    "np_dtype", [np.int64, np.int32, np.int8, np.uint8, np.bool_], ids=lambda d: d.__name__
 )
 @pytest.mark.parametrize(
     "name",

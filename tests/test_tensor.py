@@ -12,7 +12,7 @@ import torch
 
 import workbench as wb
 
-ALL = (wb.bool, wb.u8, wb.u32, wb.i16, wb.i32, wb.i64, wb.f16, wb.bf16, wb.f32, wb.f64)
+ALL = (wb.bool, wb.u8, wb.u32, wb.i8, wb.i16, wb.i32, wb.i64, wb.f16, wb.bf16, wb.f32, wb.f64)
 
 
 def tdt(dtype: wb.DType) -> torch.dtype:
@@ -146,14 +146,21 @@ def test_dtype_lookup_by_any_name():
     assert wb.bool is wb.bool_
     with pytest.raises(wb.DTypeError, match="unknown dtype 'f8'"):
         wb.dtype.dtype("f8")
-    assert [d.itemsize for d in ALL] == [1, 1, 4, 2, 4, 8, 2, 2, 4, 8]
+    assert [d.itemsize for d in ALL] == [1, 1, 4, 1, 2, 4, 8, 2, 2, 4, 8]
     assert repr(wb.f32) == "wb.f32"
 
 
 # PyTorch has only limited support for uint32 ("promotion for uint16, uint32, uint64 types is not
 # supported" with signed ints and bools). workbench promotes it like numpy: the narrowest type
 # that holds both.
-U32_RULES = {wb.bool: wb.u32, wb.u8: wb.u32, wb.i16: wb.i64, wb.i32: wb.i64, wb.i64: wb.i64}
+U32_RULES = {
+    wb.bool: wb.u32,
+    wb.u8: wb.u32,
+    wb.i8: wb.i64,
+    wb.i16: wb.i64,
+    wb.i32: wb.i64,
+    wb.i64: wb.i64,
+}
 
 
 @pytest.mark.parametrize("a", ALL, ids=str)
@@ -249,8 +256,8 @@ def _cast_values(src: wb.DType, dst: wb.DType) -> list:
         values += [2.75, 0.5]
         if dst.is_signed or dst.is_floating_point:
             values += [-1.5, -0.25]
-    if src in (wb.i32, wb.i64) and dst in (wb.u8, wb.i16):
-        values += [300, 70000]  # wraps modulo 2^bits in both libraries
+    if src in (wb.i16, wb.i32, wb.i64) and dst in (wb.u8, wb.i8, wb.i16) and dst is not src:
+        values += [300, -200] if src is wb.i16 else [300, 70000]  # wraps modulo 2^bits in both
     return values
 
 
@@ -401,7 +408,7 @@ def test_from_numpy_copies_negative_strides_and_converts_narrow_types():
     a = np.arange(6, dtype=np.float32)
     t = wb.from_numpy(a[::-1])
     assert t.tolist() == a[::-1].tolist() and not np.shares_memory(t.numpy(), a)
-    assert wb.from_numpy(np.array([1, -2], dtype=np.int8)).dtype is wb.i16
+    assert wb.from_numpy(np.array([1, -2], dtype=np.int8)).dtype is wb.i8
     assert wb.from_numpy(np.array([1], dtype=np.uint16)).dtype is wb.i32
     with pytest.raises(wb.DTypeError, match="complex"):
         wb.from_numpy(np.array([1j]))

@@ -20,6 +20,7 @@ from .dtype import (
     f16,
     f32,
     f64,
+    i8,
     i16,
     i32,
     i64,
@@ -138,7 +139,7 @@ def unload_ipython_extension(ipython) -> None:
 
 
 bool = bool_  # noqa: A001  (wb.bool, like torch.bool)
-uint8, uint32, int16, int32, int64 = u8, u32, i16, i32, i64
+uint8, uint32, int8, int16, int32, int64 = u8, u32, i8, i16, i32, i64
 float16, bfloat16, float32, float64 = f16, bf16, f32, f64
 
 __version__ = "0.1.0"
@@ -203,6 +204,7 @@ __all__ = [
     "from_numpy",
     "full",
     "full_like",
+    "i8",
     "i16",
     "i32",
     "i64",
@@ -235,6 +237,7 @@ __all__ = [
     "bool",
     "uint8",
     "uint32",
+    "int8",
     "int16",
     "int32",
     "int64",

@@ -8,7 +8,6 @@ from . import io as io
 from . import nn as nn
 from . import optim as optim
 from . import quantized as quantized
-from . import serve as serve
 from .autograd import GradStore as GradStore
 from .autograd import enable_grad as enable_grad
 from .autograd import is_grad_enabled as is_grad_enabled
@@ -24,6 +23,7 @@ from .dtype import bool_ as bool_
 from .dtype import f16 as f16
 from .dtype import f32 as f32
 from .dtype import f64 as f64
+from .dtype import i8 as i8
 from .dtype import i16 as i16
 from .dtype import i32 as i32
 from .dtype import i64 as i64
@@ -51,28 +51,69 @@ from .memory import clear_cache as clear_cache
 from .memory import memory_stats as memory_stats
 from .memory import reset_peak_memory_stats as reset_peak_memory_stats
 from .ops.compat import absolute as absolute
+from .ops.compat import addcdiv as addcdiv
+from .ops.compat import addcmul as addcmul
+from .ops.compat import addmm as addmm
 from .ops.compat import allclose as allclose
+from .ops.compat import asinh as asinh
+from .ops.compat import atanh as atanh
+from .ops.compat import bmm as bmm
 from .ops.compat import clip as clip
+from .ops.compat import concat as concat
+from .ops.compat import concatenate as concatenate
+from .ops.compat import count_nonzero as count_nonzero
 from .ops.compat import cumprod as cumprod
+from .ops.compat import diag as diag
+from .ops.compat import diagonal as diagonal
 from .ops.compat import divide as divide
+from .ops.compat import dot as dot
 from .ops.compat import einsum as einsum
+from .ops.compat import erfc as erfc
+from .ops.compat import exp2 as exp2
+from .ops.compat import expand_as as expand_as
 from .ops.compat import floor_divide as floor_divide
+from .ops.compat import fmax as fmax
+from .ops.compat import fmin as fmin
+from .ops.compat import frac as frac
 from .ops.compat import greater as greater
 from .ops.compat import greater_equal as greater_equal
+from .ops.compat import hypot as hypot
 from .ops.compat import isclose as isclose
+from .ops.compat import lerp as lerp
 from .ops.compat import less as less
 from .ops.compat import less_equal as less_equal
+from .ops.compat import log2 as log2
+from .ops.compat import log10 as log10
+from .ops.compat import median as median
+from .ops.compat import mm as mm
 from .ops.compat import multiply as multiply
+from .ops.compat import mv as mv
+from .ops.compat import nan_to_num as nan_to_num
+from .ops.compat import nanmean as nanmean
+from .ops.compat import nansum as nansum
 from .ops.compat import negative as negative
 from .ops.compat import not_equal as not_equal
+from .ops.compat import outer as outer
+from .ops.compat import positive as positive
 from .ops.compat import reciprocal as reciprocal
+from .ops.compat import repeat_interleave as repeat_interleave
+from .ops.compat import sgn as sgn
+from .ops.compat import signbit as signbit
 from .ops.compat import square as square
 from .ops.compat import subtract as subtract
+from .ops.compat import take_along_dim as take_along_dim
+from .ops.compat import tril as tril
+from .ops.compat import triu as triu
 from .ops.compat import true_divide as true_divide
+from .ops.compat import trunc as trunc
+from .ops.compat import unbind as unbind
+from .ops.compat import unflatten as unflatten
 from .ops.conv import conv1d as conv1d
 from .ops.conv import conv2d as conv2d
+from .ops.conv import conv3d as conv3d
 from .ops.conv import conv_transpose1d as conv_transpose1d
 from .ops.conv import conv_transpose2d as conv_transpose2d
+from .ops.conv import conv_transpose3d as conv_transpose3d
 from .ops.creation import arange as arange
 from .ops.creation import empty as empty
 from .ops.creation import empty_like as empty_like
@@ -186,11 +227,17 @@ from .ops.inplace import zero_ as zero_
 from .ops.matmul import matmul as matmul
 from .ops.pool import adaptive_avg_pool1d as adaptive_avg_pool1d
 from .ops.pool import adaptive_avg_pool2d as adaptive_avg_pool2d
+from .ops.pool import adaptive_avg_pool3d as adaptive_avg_pool3d
+from .ops.pool import adaptive_max_pool1d as adaptive_max_pool1d
+from .ops.pool import adaptive_max_pool2d as adaptive_max_pool2d
+from .ops.pool import adaptive_max_pool3d as adaptive_max_pool3d
 from .ops.pool import avg_pool1d as avg_pool1d
 from .ops.pool import avg_pool2d as avg_pool2d
+from .ops.pool import avg_pool3d as avg_pool3d
 from .ops.pool import interpolate as interpolate
 from .ops.pool import max_pool1d as max_pool1d
 from .ops.pool import max_pool2d as max_pool2d
+from .ops.pool import max_pool3d as max_pool3d
 from .ops.pool import pad as pad
 from .ops.pool import upsample_bilinear2d as upsample_bilinear2d
 from .ops.pool import upsample_nearest2d as upsample_nearest2d
@@ -254,6 +301,7 @@ from .random import Generator as Generator
 from .random import manual_seed as manual_seed
 from .serve.monitor import PerformanceMonitor as PerformanceMonitor
 from .serve.monitor import monitor as monitor
+from .serve.server import serve as serve
 from .tensor import Tensor as Tensor
 from .tensor import Var as Var
 from .threads import get_num_threads as get_num_threads
@@ -273,6 +321,7 @@ hub: Any
 int16: DType
 int32: DType
 int64: DType
+int8: DType
 
 def load_ipython_extension(ipython) -> None: ...
 
@@ -314,8 +363,15 @@ __all__ = [
     "acos",
     "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
     "add",
     "add_",
+    "addcdiv",
+    "addcmul",
+    "addmm",
     "affine",
     "all",
     "allclose",
@@ -327,10 +383,13 @@ __all__ = [
     "argmin",
     "argsort",
     "asin",
+    "asinh",
     "atan",
     "atan2",
+    "atanh",
     "avg_pool1d",
     "avg_pool2d",
+    "avg_pool3d",
     "bf16",
     "bfloat16",
     "bitwise_and",
@@ -339,6 +398,7 @@ __all__ = [
     "bitwise_or",
     "bitwise_right_shift",
     "bitwise_xor",
+    "bmm",
     "bool",
     "bool_",
     "broadcast_to",
@@ -350,15 +410,20 @@ __all__ = [
     "clear_cache",
     "clip",
     "clone",
+    "concat",
+    "concatenate",
     "contiguous",
     "conv1d",
     "conv2d",
+    "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "copy_",
     "copysign",
     "cos",
     "cosh",
+    "count_nonzero",
     "cpu",
     "cuda",
     "cuda_if_available",
@@ -367,10 +432,13 @@ __all__ = [
     "cumprod",
     "cumsum",
     "device",
+    "diag",
+    "diagonal",
     "distributed",
     "div",
     "div_",
     "divide",
+    "dot",
     "einsum",
     "elu",
     "embedding",
@@ -379,8 +447,11 @@ __all__ = [
     "enable_grad",
     "eq",
     "erf",
+    "erfc",
     "exp",
+    "exp2",
     "expand",
+    "expand_as",
     "expm1",
     "eye",
     "f16",
@@ -395,7 +466,10 @@ __all__ = [
     "floor",
     "floor_div",
     "floor_divide",
+    "fmax",
+    "fmin",
     "fmod",
+    "frac",
     "from_dlpack",
     "from_numpy",
     "full",
@@ -411,14 +485,17 @@ __all__ = [
     "group_norm",
     "gt",
     "hub",
+    "hypot",
     "i16",
     "i32",
     "i64",
+    "i8",
     "index_add",
     "index_select",
     "int16",
     "int32",
     "int64",
+    "int8",
     "interpolate",
     "io",
     "is_available",
@@ -429,6 +506,7 @@ __all__ = [
     "isnan",
     "layer_norm",
     "le",
+    "lerp",
     "less",
     "less_equal",
     "linspace",
@@ -436,7 +514,9 @@ __all__ = [
     "load_npz",
     "load_safetensors",
     "log",
+    "log10",
     "log1p",
+    "log2",
     "log_softmax",
     "logical_and",
     "logical_not",
@@ -451,18 +531,25 @@ __all__ = [
     "max",
     "max_pool1d",
     "max_pool2d",
+    "max_pool3d",
     "maximum",
     "mean",
+    "median",
     "memory_stats",
     "metal_if_available",
     "min",
     "minimum",
+    "mm",
     "mode",
     "monitor",
     "movedim",
     "mul",
     "mul_",
     "multiply",
+    "mv",
+    "nan_to_num",
+    "nanmean",
+    "nansum",
     "narrow",
     "native_info",
     "ne",
@@ -476,8 +563,10 @@ __all__ = [
     "ones",
     "ones_like",
     "optim",
+    "outer",
     "pad",
     "permute",
+    "positive",
     "pow",
     "powf",
     "prod",
@@ -496,6 +585,7 @@ __all__ = [
     "relu",
     "remainder",
     "repeat",
+    "repeat_interleave",
     "reset_peak_memory_stats",
     "reshape",
     "rms_norm",
@@ -511,8 +601,10 @@ __all__ = [
     "scatter_reduce",
     "serve",
     "set_num_threads",
+    "sgn",
     "sigmoid",
     "sign",
+    "signbit",
     "silu",
     "sin",
     "sinh",
@@ -530,6 +622,7 @@ __all__ = [
     "subtract",
     "sum",
     "t",
+    "take_along_dim",
     "tan",
     "tanh",
     "tensor",
@@ -538,11 +631,16 @@ __all__ = [
     "to_dtype",
     "topk",
     "transpose",
+    "tril",
+    "triu",
     "true_divide",
+    "trunc",
     "u32",
     "u8",
     "uint32",
     "uint8",
+    "unbind",
+    "unflatten",
     "unload_ipython_extension",
     "unsqueeze",
     "upsample_bilinear2d",

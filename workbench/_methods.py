@@ -22,7 +22,7 @@ _NOT_METHODS = {"cat", "stack", "where", "einsum"}
 # PyTorch's conversion methods: x.float() is x.to(torch.float32), x.long() x.to(torch.int64)...
 _CONVERSIONS = {
     "float": dt.f32, "double": dt.f64, "half": dt.f16, "bfloat16": dt.bf16, "int": dt.i32,
-    "long": dt.i64, "short": dt.i16, "bool": dt.bool_, "byte": dt.u8,
+    "long": dt.i64, "short": dt.i16, "char": dt.i8, "bool": dt.bool_, "byte": dt.u8,
 }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ device memory and implementing every op, see ``backends/base.py``), ``is_availab
 from __future__ import annotations
 
 import importlib
+import sys
 from functools import cache
 from types import ModuleType
 
@@ -140,8 +141,10 @@ def metal_if_available(index: int = 0) -> Device:
 
 
 def device() -> Device:
-    """The best device available here: CUDA, then Metal, then the CPU."""
-    for kind in ("cuda", "metal"):
+    """The best device available here: on macOS Metal, elsewhere CUDA then Metal; else the
+    CPU."""
+    order = ("metal", "cuda") if sys.platform == "darwin" else ("cuda", "metal")
+    for kind in order:
         if is_available(kind):
             return _device(kind, 0)
     return CPU

@@ -1,12 +1,12 @@
 """Element types and PyTorch-style type promotion.
 
-The set is candle's (u8, u32, i64, f16, bf16, f32, f64) plus i16, i32 and bool.
+The set is candle's (u8, u32, i64, f16, bf16, f32, f64) plus i8, i16, i32 and bool.
 
 Promotion (``promote_types``), as in PyTorch:
 - categories rank bool < integer < floating; the higher category wins;
 - inside a category the wider type wins; f16 with bf16 gives f32;
-- signed with unsigned gives the narrowest signed type that holds both (u8 + i16 -> i16,
-  u8 + i32 -> i32, u32 + i32 -> i64);
+- signed with unsigned gives the narrowest signed type that holds both (u8 + i8 -> i16,
+  u8 + i16 -> i16, u8 + i32 -> i32, u32 + i32 -> i64);
 - a Python scalar only changes the result when its category is higher than the tensor's:
   ``int_tensor * 0.5`` is f32 (the default float), ``f16_tensor * 2.0`` stays f16.
 """
@@ -50,6 +50,7 @@ class DType:
 bool_ = DType("bool", 1, 0, False, "bool")
 u8 = DType("u8", 1, 1, False, "uint8")
 u32 = DType("u32", 4, 1, False, "uint32")
+i8 = DType("i8", 1, 1, True, "int8")
 i16 = DType("i16", 2, 1, True, "int16")
 i32 = DType("i32", 4, 1, True, "int32")
 i64 = DType("i64", 8, 1, True, "int64")
@@ -58,14 +59,14 @@ bf16 = DType("bf16", 2, 2, True, "bfloat16")
 f32 = DType("f32", 4, 2, True, "float32")
 f64 = DType("f64", 8, 2, True, "float64")
 
-ALL_DTYPES: tuple[DType, ...] = (bool_, u8, u32, i16, i32, i64, f16, bf16, f32, f64)
+ALL_DTYPES: tuple[DType, ...] = (bool_, u8, u32, i8, i16, i32, i64, f16, bf16, f32, f64)
 FLOAT_DTYPES: tuple[DType, ...] = (f16, bf16, f32, f64)
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _ALIASES = {
-    "bool_": bool_, "uint8": u8, "uint32": u32, "int16": i16, "int32": i32, "int64": i64,
-    "float16": f16, "half": f16, "bfloat16": bf16, "float32": f32, "float": f32,
-    "float64": f64, "double": f64, "long": i64, "int": i32,
+    "bool_": bool_, "uint8": u8, "uint32": u32, "int8": i8, "int16": i16, "int32": i32,
+    "int64": i64, "short": i16, "float16": f16, "half": f16, "bfloat16": bf16, "float32": f32,
+    "float": f32, "float64": f64, "double": f64, "long": i64, "int": i32,
 }  # fmt: skip
 
 
@@ -73,7 +74,7 @@ _ALIASES = {
 # first lookup: ``NUMPY_DTYPES["bf16"]``).
 NUMPY_DTYPES = NUMPY_BY_NAME
 # numpy types with no exact workbench twin, mapped to the type that holds their values.
-_FROM_NUMPY_WIDENED = {np.dtype(np.int8): i16, np.dtype(np.uint16): i32, np.dtype(np.uint64): i64}
+_FROM_NUMPY_WIDENED = {np.dtype(np.uint16): i32, np.dtype(np.uint64): i64}
 
 
 def dtype(spec: DType | str | np.dtype | type) -> DType:

@@ -21,6 +21,7 @@ __all__ = [
     "ShapeError",
     "DimensionError",
     "DTypeError",
+    "DTypeNotImplemented",
     "ArgumentError",
     "DeviceMismatch",
     "AutogradError",
@@ -36,6 +37,12 @@ class DimensionError(ShapeError, IndexError):
 
 class DTypeError(WorkbenchError, TypeError):
     """A dtype the op does not accept, or operands whose dtypes do not match."""
+
+
+class DTypeNotImplemented(DTypeError, NotImplementedError):
+    """An op that has no definition for the operands' dtype (bitwise ops and shifts of floats):
+    a ``NotImplementedError`` (so a ``RuntimeError``) as PyTorch's "not implemented for
+    'Float'", and a ``DTypeError`` (a ``TypeError``, what ``~float_tensor`` raises there)."""
 
 
 class ArgumentError(WorkbenchError, TypeError):

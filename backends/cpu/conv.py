@@ -20,6 +20,8 @@ f16/bf16 are computed in f32 and rounded once at the end.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -34,7 +36,8 @@ def _compute_dtype(a: np.ndarray) -> np.dtype:
 
 
 def _padded(x: np.ndarray, pads, dtype: np.dtype) -> np.ndarray:
-    """``x`` (N, C, H, W) padded with zeros by ``pads`` = ((top, bottom), (left, right)).
+    """``x`` (N, C, H, W) padded with zeros by ``pads`` = ((top, bottom), (left, right)), in
+    the "padded" scratch buffer.
 
     A negative pad crops. Without padding this is ``x`` itself (cast to ``dtype``).
     """
@@ -43,9 +46,14 @@ def _padded(x: np.ndarray, pads, dtype: np.dtype) -> np.ndarray:
         return x.astype(dtype, copy=False)
     n, c, h, w = x.shape
     src = x[:, :, max(-top, 0) : h - max(-bottom, 0), max(-left, 0) : w - max(-right, 0)]
-    out = np.zeros((n, c, h + top + bottom, w + left + right), dtype)
+    out = _scratch("padded", (n, c, h + top + bottom, w + left + right), dtype)
     t, lf = max(top, 0), max(left, 0)
-    out[:, :, t : t + src.shape[2], lf : lf + src.shape[3]] = src
+    b, r = t + src.shape[2], lf + src.shape[3]
+    out[:, :, :t] = 0  # the borders only: the rest is overwritten
+    out[:, :, b:] = 0
+    out[:, :, t:b, :lf] = 0
+    out[:, :, t:b, r:] = 0
+    out[:, :, t:b, lf:r] = src
     return out
 
 
@@ -76,12 +84,27 @@ def _blocks(n: int, rows: int, row_bytes: int, halo: int = 0):
             yield n0, 1, r0, min(rows, r0 + band)
 
 
-def _buffer(shape, dtype, pool: list) -> np.ndarray:
-    """An uninitialised array of ``shape`` carved from one buffer reused across blocks."""
-    size = int(np.prod(shape))
-    if not pool or pool[0].size < size:
-        pool[:] = [np.empty(size, dtype)]
-    return pool[0][:size].reshape(shape)
+# Scratch buffers (im2col columns, padded inputs, partial products) are kept per thread and
+# reused: a fresh multi-MiB numpy array costs a page fault (and the kernel zeroing the page)
+# for every 4 KiB touched, as much as the copy into it. Buffers above this are not kept.
+_KEEP_BYTES = 1 << 25
+_SCRATCH = threading.local()
+
+
+def _scratch(slot: str, shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` from this thread's buffer ``slot``
+    (valid until the next request of the same slot)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes > _KEEP_BYTES:
+        return np.empty(shape, dtype)
+    buffers = getattr(_SCRATCH, "buffers", None)
+    if buffers is None:
+        buffers = _SCRATCH.buffers = {}
+    buf = buffers.get(slot)
+    if buf is None or buf.size < nbytes:
+        buf = buffers[slot] = np.empty(max(nbytes, 1), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
 
 
 def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
@@ -106,15 +129,16 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
         # small depthwise kernels: elementwise multiply-adds beat tiny matmuls
         out = _depthwise(x, w, pads, stride, dilation, (ho, wo), ct)
     elif stride[0] == 1 and not _columns_cheaper(c, o, groups, (kh, kw), (ho, wo), dilation[0]):
-        out = _conv_rows(_padded(x, pads, ct), w, groups, stride[1], dilation, (ho, wo))
+        b = None if bias is None else bias.astype(ct, copy=False)
+        out = _conv_rows(_padded(x, pads, ct), w, groups, stride[1], dilation, (ho, wo), b)
+        return out.reshape(n, o, ho, wo)  # the bias is added in the rows' first pass
     else:
         win = _windows(_padded(x, pads, ct), (kh, kw), stride, dilation, (ho, wo))
         k = cg * kh * kw
         wm = w.reshape(groups, og, k)
         out = np.empty((n, groups, og, length), ct)
-        pool: list = []
         for n0, m, r0, r1 in _blocks(n, ho, c * kh * kw * wo * ct.itemsize):
-            cols = _buffer((m, c, kh, kw, r1 - r0, wo), ct, pool)
+            cols = _scratch("cols", (m, c, kh, kw, r1 - r0, wo), ct)
             np.copyto(cols, win[n0 : n0 + m, ..., r0:r1, :])
             cols = cols.reshape(m, groups, k, (r1 - r0) * wo)
             np.matmul(wm, cols, out=out[n0 : n0 + m, :, :, r0 * wo : r1 * wo])
@@ -143,12 +167,13 @@ def _columns_cheaper(c: int, o: int, groups: int, kernel, out_hw, dilation_h: in
     return cols < rows
 
 
-def _conv_rows(xp, w, groups: int, stride_w: int, dilation, out_hw) -> np.ndarray:
+def _conv_rows(xp, w, groups: int, stride_w: int, dilation, out_hw, bias=None) -> np.ndarray:
     """A convolution of stride 1 along H, with columns over the kernel's width only.
 
     cols[n, c, j, r, q] = xp[n, c, r, s·q + d·j] holds kw (not kh·kw) copies of the input;
     one matmul per group stacks the kernel's rows as outputs, Y_i = w[:, :, i, :] @ cols, and
-    y[.., h, q] = Σ_i Y_i[.., h + dh·i, q] is a sum of shifts of the flattened rows.
+    y[.., h, q] = b + Σ_i Y_i[.., h + dh·i, q] is a sum of shifts of the flattened rows (the
+    bias ``b`` (O,), when given, joins the first of them: no pass of its own).
     """
     n, c, hp, _ = xp.shape
     o, cg, kh, kw = w.shape
@@ -163,15 +188,19 @@ def _conv_rows(xp, w, groups: int, stride_w: int, dilation, out_hw) -> np.ndarra
     )
     halo = dh * (kh - 1)
     out = np.empty((n, groups, og, ho * wo), ct)
-    pool: list = []
     for n0, m, r0, r1 in _blocks(n, ho, (c * kw + o * kh) * wo * ct.itemsize, halo):
         rows = (r1 - r0 + halo) * wo
-        cols = _buffer((m, c, kw, r1 - r0 + halo, wo), ct, pool)
+        cols = _scratch("cols", (m, c, kw, r1 - r0 + halo, wo), ct)
         np.copyto(cols, win[n0 : n0 + m, :, :, r0 : r1 + halo])
-        y = np.matmul(wr, cols.reshape(m, groups, cg * kw, rows)).reshape(m, groups, kh, og, rows)
+        y = _scratch("rows", (m, groups, kh * og, rows), ct)
+        np.matmul(wr, cols.reshape(m, groups, cg * kw, rows), out=y)
+        y = y.reshape(m, groups, kh, og, rows)
         length = (r1 - r0) * wo
         dst = out[n0 : n0 + m, :, :, r0 * wo : r1 * wo]
-        np.copyto(dst, y[:, :, 0, :, :length])
+        if bias is None:
+            np.copyto(dst, y[:, :, 0, :, :length])
+        else:
+            np.add(y[:, :, 0, :, :length], bias.reshape(groups, og, 1), out=dst)
         for i in range(1, kh):
             dst += y[:, :, i, :, i * dh * wo : i * dh * wo + length]
     return out
@@ -263,7 +292,9 @@ def conv_transpose2d_array(x, w, bias, stride, padding, dilation, groups: int, o
         xm = x.astype(ct, copy=False).reshape(n, groups, cg, h, wd)
         for n0, m, r0, r1 in _blocks(n, h, o * kh * kw * wd * ct.itemsize):
             rows = xm[n0 : n0 + m, :, :, r0:r1].reshape(m, groups, cg, (r1 - r0) * wd)
-            cols = np.matmul(wm, rows).reshape(m, groups, og, kh, kw, r1 - r0, wd)
+            cols = _scratch("cols", (m, groups, og * kh * kw, (r1 - r0) * wd), ct)
+            np.matmul(wm, rows, out=cols)
+            cols = cols.reshape(m, groups, og, kh, kw, r1 - r0, wd)
             for i in range(kh):
                 for j in range(kw):
                     target(i, j, r0, r1)[n0 : n0 + m] += cols[:, :, :, i, j]
@@ -304,11 +335,10 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
     win = _windows(xp, kernel, stride, dilation, (ho, wo))
     k = cg * kh * kw
     out = np.zeros((groups, og, k), ct)
-    pool: list = []
     for n0, m, r0, r1 in _blocks(n, ho, c * kh * kw * wo * ct.itemsize):
         # columns laid out (G, K, m·L) so one matmul per group covers the whole block
         length = (r1 - r0) * wo
-        cols = _buffer((groups, cg, kh, kw, m, r1 - r0, wo), ct, pool)
+        cols = _scratch("cols", (groups, cg, kh, kw, m, r1 - r0, wo), ct)
         block = win[n0 : n0 + m, ..., r0:r1, :].reshape(m, groups, cg, kh, kw, r1 - r0, wo)
         np.copyto(cols, block.transpose(1, 2, 3, 4, 0, 5, 6))
         gm = g[n0 : n0 + m, :, r0:r1].reshape(m, groups, og, length).transpose(1, 2, 0, 3)
@@ -332,10 +362,9 @@ def _weight_grad_rows(xp, g, kernel, groups: int, stride_w: int, dilation) -> np
     win = as_strided(xp, (n, c, kw, hp, wo), (sn, sc, sw * dw, sh, sw * stride_w), writeable=False)
     halo = dh * (kh - 1)
     out = np.zeros((groups, og, kh, cg * kw), ct)
-    pool: list = []
     for n0, m, r0, r1 in _blocks(n, ho, c * kw * wo * ct.itemsize, halo):
         length = (r1 - r0) * wo
-        cols = _buffer((m, c, kw, r1 - r0 + halo, wo), ct, pool)
+        cols = _scratch("cols", (m, c, kw, r1 - r0 + halo, wo), ct)
         np.copyto(cols, win[n0 : n0 + m, :, :, r0 : r1 + halo])
         cols = cols.reshape(m, groups, cg * kw, (r1 - r0 + halo) * wo)
         gm = g[n0 : n0 + m, :, r0:r1].reshape(m, groups, og, length)

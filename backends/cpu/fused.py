@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ._arrays import F32, is_half, view
+from ._arrays import F32, is_half, upcast, view
 from .native import NATIVE
 
 # Elements per block: 64K f32 = 256 KiB, which sits in L2 next to the block's output.
@@ -25,6 +25,11 @@ _BLOCK = 1 << 16
 _NATIVE_ROWS = "feE" if NATIVE is not None else ""
 # group_norm, rope (rows.c) and attention (attention.c) also run f64, in f64.
 _NATIVE_FLOAT = "fdeE" if NATIVE is not None else ""
+# An extension built before these existed lacks them (the numpy path runs instead): the row
+# ops' backward kernels, and the log-normaliser that the attention kernel saves (without it the
+# backward recomputes the probabilities by the numpy path).
+_ROW_BACKWARD = hasattr(NATIVE, "norm_backward")
+_ATTENTION_LSE = NATIVE is not None and "[, lse]" in (NATIVE.attention.__doc__ or "")
 
 
 def _native_rows(a) -> bool:
@@ -158,6 +163,65 @@ class FusedOps:
         out = np.empty(layout.shape, self.array.dtype)
         NATIVE.softmax(self.array, layout.offset, layout.shape, layout.strides, dim, out, log)
         return type(self)(out)
+
+    def softmax_backward(self, layout, grad, grad_layout, dim: int, log: bool = False):
+        """The input gradient of (log_)softmax along ``dim`` from its output y (``self``) and
+        the output gradient g (``grad``, y's shape and dtype):
+
+            softmax: gx = y (g − Σ g y),    log_softmax: gx = g − exp(y) Σ g.
+
+        One pass per line in the native kernel; the same maths in numpy otherwise."""
+        y, g = self.array, grad.array
+        if _ROW_BACKWARD and _native_rows(y) and type(g) is np.ndarray and g.dtype is y.dtype:
+            out = np.empty(layout.shape, y.dtype)
+            args = (layout.offset, layout.shape, layout.strides, g, grad_layout.offset)
+            NATIVE.softmax_backward(y, *args, grad_layout.strides, dim, out, bool(log))
+            return type(self)(out)
+        yv = upcast(view(y, layout))
+        g = upcast(view(g, grad_layout))
+        if log:
+            gx = g - np.exp(yv) * g.sum(axis=dim, keepdims=True)
+        else:
+            gx = yv * (g - (g * yv).sum(axis=dim, keepdims=True))
+        return type(self)(np.ascontiguousarray(gx, dtype=y.dtype))
+
+    def norm_backward(self, layout, grad, grad_layout, weight, weight_layout, mean, rstd):
+        """The input gradient of layer_norm (``mean`` given) or rms_norm (``mean`` None) over
+        the last dim, from x (``self``), the output gradient g and the forward's statistics
+        (storages of the leading shape, f32 for f32/f16/bf16). With x̂ = (x − mean) rstd and
+        ĝ = g w:
+
+            layer_norm: gx = rstd (ĝ − mean(ĝ) − x̂ mean(ĝ x̂)),
+            rms_norm:   gx = rstd (ĝ − x̂ mean(ĝ x̂)).
+        """
+        x = self.array
+        stats = (rstd.array,) if mean is None else (rstd.array, mean.array)
+        if (
+            _ROW_BACKWARD
+            and _native_rows(x)
+            and _same_dtype(self, grad, weight)
+            and all(type(a) is np.ndarray and a.dtype == F32 for a in stats)
+        ):
+            out = np.empty(layout.shape, x.dtype)
+            NATIVE.norm_backward(x, layout.offset, layout.shape, layout.strides, grad.array,
+                                 grad_layout.offset, grad_layout.strides,
+                                 *_operand_args(weight, weight_layout),
+                                 None if mean is None else np.ascontiguousarray(mean.array),
+                                 np.ascontiguousarray(rstd.array), out)  # fmt: skip
+            return type(self)(out)
+        shape = (*layout.shape[:-1], 1)
+        r = upcast(rstd.array).reshape(shape)
+        xh = upcast(view(x, layout))
+        if mean is not None:
+            xh = xh - upcast(mean.array).reshape(shape)
+        xh = xh * r
+        gh = upcast(view(grad.array, grad_layout))
+        if weight is not None:
+            gh = gh * upcast(view(weight.array, weight_layout))
+        gx = gh - xh * (gh * xh).mean(axis=-1, keepdims=True)
+        if mean is not None:
+            gx -= gh.mean(axis=-1, keepdims=True)
+        return type(self)(np.ascontiguousarray(gx * r, dtype=x.dtype))
 
     def _along(self, layout, dim: int, kernel) -> np.ndarray:
         x = view(self.array, layout)
@@ -351,8 +415,9 @@ class FusedOps:
         (True = keep) or float (added), broadcast to (*B, L, S). ``is_causal`` keeps j ≤ i
         (top-left aligned). Rows with every score masked give zeros (as PyTorch).
         Returns (out (*B, L, Ev), probabilities (*B, L, S) in the compute dtype). The native
-        kernel never forms the (L, S) scores: the probabilities are computed only if
-        something reads them (the backward pass).
+        kernel never forms the (L, S) scores; it saves lse = log Σ_j exp(z_j) per query, and
+        the probabilities exp(z - lse) are computed only if something reads them (the
+        backward pass).
         """
         args = (q_layout, k, k_layout, v, v_layout, mask, mask_layout, is_causal, scale)
         if not _native_attention(self, k, v, mask):
@@ -360,23 +425,27 @@ class FusedOps:
             return type(self)(out), type(self)(probs)
         dtype = self.array.dtype
         out = np.empty((*q_layout.shape[:-1], v_layout.shape[-1]), dtype)
+        lse = np.empty(q_layout.shape[:-1], _compute_dtype(dtype)) if _ATTENTION_LSE else None
         m = _operand_args(mask, mask_layout)
         NATIVE.attention(self.array, q_layout.offset, q_layout.shape, q_layout.strides,
                          k.array, k_layout.offset, k_layout.shape, k_layout.strides,
                          v.array, v_layout.offset, v_layout.shape, v_layout.strides,
-                         *m, bool(is_causal), float(scale), out)  # fmt: skip
-        probs = _deferred_class(type(self))(lambda: self._attention_numpy(*args)[1])
+                         *m, bool(is_causal), float(scale), out,
+                         *(() if lse is None else (lse,)))  # fmt: skip
+        if lse is None:
+            probs = _deferred_class(type(self))(lambda: self._attention_numpy(*args)[1])
+        else:
+            score_args = (q_layout, k, k_layout, mask, mask_layout, is_causal, scale)
+            probs = _deferred_class(type(self))(lambda: self._probabilities(*score_args, lse))
         return type(self)(out), probs
 
-    def _attention_numpy(self, q_layout, k, k_layout, v, v_layout, mask, mask_layout,
-                         is_causal, scale):  # fmt: skip
-        """(out, probabilities) as C-contiguous arrays, by matmul - softmax - matmul."""
+    def _attention_scores(self, q_layout, k, k_layout, mask, mask_layout, is_causal, scale):
+        """Z = q kᵀ · scale (+ mask; -inf where a bool mask or causality excludes) in the
+        compute dtype, C-contiguous; batch dims that every operand broadcasts stay size 1."""
         q = _compact(view(self.array, q_layout))
-        dtype = q.dtype
-        cdt = _compute_dtype(dtype)
+        cdt = _compute_dtype(q.dtype)
         q = np.multiply(q, scale, dtype=cdt)  # scaling q (L×E) is cheaper than scores (L×S)
         kk = _compact(view(k.array, k_layout)).astype(cdt, copy=False)
-        vv = _compact(view(v.array, v_layout)).astype(cdt, copy=False)
         batch = q_layout.shape[:-2]
         length, source = q_layout.shape[-2], k_layout.shape[-2]
         scores = np.matmul(q, np.swapaxes(kk, -1, -2))
@@ -391,6 +460,28 @@ class FusedOps:
                 np.copyto(scores, -np.inf, where=~m)
             else:
                 np.add(scores, m.astype(cdt, copy=False), out=scores)
+        return scores
+
+    def _probabilities(self, q_layout, k, k_layout, mask, mask_layout, is_causal, scale, lse):
+        """P = exp(Z - lse) (*B, L, S) from the log-normaliser ``lse`` (*B, L) that the native
+        forward saved: one product and one exp, no max or sum pass. A fully masked query
+        (lse = -inf) gets a row of zeros, as the forward gave it."""
+        scores = self._attention_scores(q_layout, k, k_layout, mask, mask_layout, is_causal, scale)
+        shift = np.where(np.isneginf(lse), np.inf, lse)[..., None]  # -inf - inf = -inf: exp 0
+        probs = np.empty((*lse.shape, scores.shape[-1]), scores.dtype)
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.subtract(scores, shift, out=probs)
+            np.exp(probs, out=probs)
+        return probs
+
+    def _attention_numpy(self, q_layout, k, k_layout, v, v_layout, mask, mask_layout,
+                         is_causal, scale):  # fmt: skip
+        """(out, probabilities) as C-contiguous arrays, by matmul - softmax - matmul."""
+        scores = self._attention_scores(q_layout, k, k_layout, mask, mask_layout, is_causal, scale)
+        dtype = self.array.dtype
+        vv = _compact(view(v.array, v_layout)).astype(scores.dtype, copy=False)
+        batch = q_layout.shape[:-2]
+        length, source = q_layout.shape[-2], k_layout.shape[-2]
         if scores.size:
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 for sb, _, axis in _blocks(scores, scores, scores.ndim - 1):

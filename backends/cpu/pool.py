@@ -15,8 +15,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..conv_params import ConvParams
 from ._arrays import contiguous, view
 from .conv import _compute_dtype, _windows
+from .native import NATIVE
+
+# The native max pool (kernels/cpu/core/pool.c): one pass per output, values and argmax
+# together, threaded over planes (an extension built before it existed lacks it). Disjoint
+# tiles (2×2 stride 2) stay on the numpy path, vectorised over the outputs: faster there.
+_NATIVE_POOL = NATIVE is not None and hasattr(NATIVE, "max_pool2d")
+
+
+def _native_max_pool(x: np.ndarray, kernel, stride, padding, dilation, out_hw):
+    """(values, int64 indices) of max pooling x (N, C, H, W) by the native kernel."""
+    n, c, h, w = x.shape
+    src = np.ascontiguousarray(x)
+    out = np.empty((n, c, *out_hw), x.dtype)
+    idx = np.empty((n, c, *out_hw), np.int64)
+    NATIVE.max_pool2d(src, out, idx, n * c, h, w, *out_hw, *kernel, *stride, *padding, *dilation)
+    return out, idx
 
 
 def _filled(x: np.ndarray, shape, padding, value, dtype) -> np.ndarray:
@@ -35,15 +52,6 @@ def _lowest(dtype: np.dtype):
 def _full_size(size: int, pad: int, out: int, stride: int, span: int) -> int:
     """Padded extent that holds every window (ceil_mode windows may run past the padding)."""
     return max(size + 2 * pad, (out - 1) * stride + span)
-
-
-def _avg_divisors(size, kernel, stride, pad, out, include_pad) -> np.ndarray:
-    """Per-output window sizes along one axis, as PyTorch counts them."""
-    start = np.arange(out) * stride - pad
-    end = np.minimum(start + kernel, size + pad)
-    if include_pad:
-        return (end - start).astype(np.float64)
-    return (np.minimum(end, size) - np.maximum(start, 0)).astype(np.float64)
 
 
 def _along(values: np.ndarray, ndim: int, axis: int) -> np.ndarray:
@@ -156,13 +164,19 @@ def _lerp_axis_backward(g: np.ndarray, weights, size: int, axis: int) -> np.ndar
     return out
 
 
+def _avg_divisor(in_hw, out_hw, kernel, stride, padding, include_pad, override) -> np.ndarray:
+    """The divisor of each output window (N-independent, (Ho, Wo), int64)."""
+    if override:
+        return np.full(tuple(out_hw), override, np.int64)
+    params = ConvParams.symmetric(stride, padding, (1, 1))
+    dh, dw = params.avg_divisors(in_hw, kernel, out_hw, include_pad)
+    return np.outer(dh, dw).astype(np.int64)
+
+
 def _avg_scale(in_hw, out_hw, kernel, stride, padding, include_pad, override, dtype):
     """1 / divisor of each output window (N-independent, (Ho, Wo))."""
-    if override:
-        return dtype.type(1.0 / override)
-    dh = _avg_divisors(in_hw[0], kernel[0], stride[0], padding[0], out_hw[0], include_pad)
-    dw = _avg_divisors(in_hw[1], kernel[1], stride[1], padding[1], out_hw[1], include_pad)
-    return (1.0 / (dh[:, None] * dw[None, :])).astype(dtype)
+    divisor = _avg_divisor(in_hw, out_hw, kernel, stride, padding, include_pad, override)
+    return (1.0 / divisor).astype(dtype)
 
 
 def _max_pool_tiles(x: np.ndarray, kernel, out_hw, ct) -> tuple[np.ndarray, np.ndarray]:
@@ -239,9 +253,12 @@ class PoolOps:
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
         ho, wo = output_size
         if (kh, kw) == (sh, sw) and padding == (0, 0) and dilation == (1, 1):
-            if ho * kh <= h and wo * kw <= w:
+            if ho * kh <= h and wo * kw <= w:  # vectorised over the outputs: beats the native
                 best, arg = _max_pool_tiles(x, kernel_size, output_size, ct)
                 return type(self)(contiguous(best, x.dtype)), type(self)(arg)
+        if _NATIVE_POOL and type(x) is np.ndarray and x.dtype.kind != "b":
+            out, idx = _native_max_pool(x, kernel_size, stride, padding, dilation, output_size)
+            return type(self)(out), type(self)(idx)
         span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
         full = (n, c, _full_size(h, ph, ho, sh, span_h), _full_size(w, pw, wo, sw, span_w))
         xp = _filled(x, full, padding, _lowest(ct), ct)
@@ -283,6 +300,13 @@ class PoolOps:
         tiled = _tiles_backward(g, idx, input_size)
         if tiled is not None:
             return type(self)(contiguous(tiled, g.dtype))
+        if _NATIVE_POOL and type(g) is np.ndarray:
+            ct = _compute_dtype(g)
+            src = np.ascontiguousarray(g, dtype=ct)
+            out = np.empty((n, c, *input_size), ct)
+            length = g.shape[2] * g.shape[3]
+            NATIVE.max_pool2d_backward(src, np.ascontiguousarray(idx), out, n * c, length, plane)
+            return type(self)(contiguous(out, g.dtype))
         flat = idx.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
         weights = g.reshape(-1).astype(np.float64, copy=False)
         real = idx.reshape(-1) >= 0  # -1: a window of padding only, whose gradient goes nowhere
@@ -308,12 +332,20 @@ class PoolOps:
         (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
         ho, wo = output_size
         full = (n, c, _full_size(h, ph, ho, sh, kh), _full_size(w, pw, wo, sw, kw))
+        if x.dtype.kind in "iu":
+            ct = np.dtype(np.int64)  # integers: an exact sum, then a division toward zero
         win = _windows(_filled(x, full, padding, 0, ct), kernel_size, stride, (1, 1), output_size)
         out = win[:, :, 0, 0].copy()
         for i in range(kh):
             for j in range(kw):
                 if i or j:
                     out += win[:, :, i, j]
+        if ct.kind == "i":
+            args = (kernel_size, stride, padding, count_include_pad, divisor_override)
+            divisor = _avg_divisor((h, w), output_size, *args)
+            quotient = np.abs(out) // np.abs(divisor)
+            out = np.where((out < 0) != (divisor < 0), -quotient, quotient)
+            return type(self)(contiguous(out, x.dtype))
         out *= _avg_scale(
             (h, w),
             output_size,

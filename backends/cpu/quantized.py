@@ -53,27 +53,40 @@ class QuantizedOps:
         """``x (..., k) @ W.T`` for ``W (n, k)`` of ggml type ``type_name`` whose blocks are
         the bytes of ``raw``: a contiguous ``(..., n)`` storage of x's (float) dtype."""
         x = view(self.array, layout)
-        if x.dtype.kind != "f" and not is_half(x.dtype):
-            raise UnsupportedOnDevice(f"qmatmul on cpu takes float inputs, found {x.dtype}")
-        info = ggml.BY_NAME.get(type_name)
-        if info is None or not info.supported:
-            raise UnsupportedOnDevice(f"qmatmul of {type_name} weights is not implemented on cpu")
+        dtype = x.dtype
+        if dtype is not F32 and dtype.kind != "f" and not is_half(dtype):
+            raise UnsupportedOnDevice(f"qmatmul on cpu takes float inputs, found {dtype}")
+        info = _INFO.get(type_name) or _type_info(type_name)
         if x.shape[-1:] != (k,):
             raise ShapeError(f"qmatmul: x of shape {list(x.shape)} does not match k = {k}")
-        w = raw.array.reshape(-1)
+        w = raw.array
+        if w.ndim != 1:
+            w = w.reshape(-1)
         if k % info.block_size or w.size != n * (k // info.block_size) * info.type_size:
             raise ShapeError(f"qmatmul: {w.size} bytes do not hold a ({n}, {k}) {type_name} weight")
         lead = x.shape[:-1]
-        m = int(np.prod(lead, dtype=np.int64))
-        x2 = np.ascontiguousarray(x, dtype=F32).reshape(m, k)
-        out = np.zeros((m, n), F32)
-        if m and n and k:
+        if dtype is not F32 or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x, dtype=F32)
+        out = np.empty((*lead, n), F32)
+        if out.size and k:
             if NATIVE is not None and type_name in NATIVE_TYPES:
-                NATIVE.qmatmul(w, info.id, n, k, x2, out)
+                NATIVE.qmatmul(w, info.id, n, k, x, out)  # any C-contiguous (m * k) x
             else:
-                _numpy_qmatmul(w.reshape(n, -1), info, x2, out)
-        y = out.reshape(*lead, n)
-        return type(self)(y if x.dtype is F32 else y.astype(x.dtype))
+                _numpy_qmatmul(w.reshape(n, -1), info, x.reshape(-1, k), out.reshape(-1, n))
+        elif out.size:
+            out.fill(0.0)  # k == 0: empty sums
+        return type(self)(out if dtype is F32 else out.astype(dtype))
+
+
+_INFO: dict[str, ggml.GgmlTypeInfo] = {}  # type name -> its row of the ggml table, once looked up
+
+
+def _type_info(type_name: str) -> ggml.GgmlTypeInfo:
+    info = ggml.BY_NAME.get(type_name)
+    if info is None or not info.supported:
+        raise UnsupportedOnDevice(f"qmatmul of {type_name} weights is not implemented on cpu")
+    _INFO[type_name] = info
+    return info
 
 
 def _numpy_qmatmul(w: np.ndarray, info: ggml.GgmlTypeInfo, x: np.ndarray, out: np.ndarray):

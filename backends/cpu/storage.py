@@ -121,7 +121,12 @@ class CpuStorage(
             r = np.empty(layout.shape, out)
             _NATIVE_CAST(a, layout.offset, layout.shape, layout.strides, r)
             return CpuStorage(r)
-        return CpuStorage(view(a, layout).astype(out, order="C"))
+        src = view(a, layout)
+        if out.kind in "iu" and src.dtype.char == "E":
+            # ml_dtypes casts bf16 out of an integer's range to 0; through f32 (exact) it
+            # truncates and wraps as numpy's and torch's float casts do (300.0 -> i8 is 44)
+            src = src.astype(np.float32)
+        return CpuStorage(src.astype(out, order="C"))
 
     def copy_strided(self, src_layout, dst: CpuStorage, dst_layout) -> None:
         """``dst[dst_layout] = self[src_layout]`` (shapes equal or broadcastable)."""

@@ -9,8 +9,8 @@ caching pool; ``device_timer(index)`` gives the profiler per-op device times fro
 
 from __future__ import annotations
 
+from ..gpu.device_api import DeviceApi
 from . import driver as _driver
-from .runtime import DeviceTimer
 from .runtime import runtime as _runtime
 from .storage import CudaStorage as Storage
 
@@ -38,22 +38,11 @@ def synchronize(index: int = 0) -> None:
     _runtime().driver.synchronize(index)
 
 
-def memory_stats(index: int = 0) -> dict[str, int]:
-    """The pool's active, peak and cached bytes (and allocation counts) on device ``index``."""
-    return _runtime().pool(index).stats()
-
-
-def reset_peak_memory_stats(index: int = 0) -> None:
-    _runtime().pool(index).reset_peak()
-
-
-def clear_cache(index: int = 0) -> None:
-    """Give the pool's unused blocks back to the driver."""
-    _runtime().pool(index).clear_cache()
-
-
-def device_timer(index: int = 0) -> DeviceTimer:
-    return DeviceTimer(_runtime(), index)
+_API = DeviceApi(_runtime)
+memory_stats = _API.memory_stats
+reset_peak_memory_stats = _API.reset_peak_memory_stats
+clear_cache = _API.clear_cache
+device_timer = _API.device_timer
 
 
 def set_allow_tf32(allow: bool) -> None:

@@ -19,6 +19,8 @@ import site
 import sys
 from pathlib import Path
 
+from ..gpu.plan import batch_stride, gemm_operand  # noqa: F401  (re-exported)
+
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 # cudaDataType and cublasComputeType values (cuBLAS headers).
 CUDA_R_16F, CUDA_R_32F, CUDA_R_64F, CUDA_R_16BF = 2, 0, 1, 14
@@ -131,42 +133,3 @@ class Cublas:
 def _check(status: int, what: str) -> None:
     if status != 0:
         raise RuntimeError(f"{what} failed with cuBLAS status {status}")
-
-
-def gemm_operand(shape, strides):
-    """How a row-major (..., rows, cols) operand reaches cuBLAS without a copy.
-
-    Returns ``(transposed, ld)``: row-major contiguous rows (``strides[-1] == 1``) are a
-    column-major ``cols x rows`` matrix with ``ld = strides[-2]``; a transposed view
-    (``strides[-2] == 1``) is passed with the T flag and ``ld = strides[-1]``. Returns None
-    when neither holds (the caller makes the operand contiguous first).
-    """
-    rows, cols = shape[-2], shape[-1]
-    rs, cs = strides[-2], strides[-1]
-    if cs == 1 or cols == 1:
-        ld = rs if rows > 1 else cols
-        if ld >= max(cols, 1):
-            return False, max(ld, 1)
-    if rs == 1 or rows == 1:
-        ld = cs if cols > 1 else rows
-        if ld >= max(rows, 1):
-            return True, max(ld, 1)
-    return None
-
-
-def batch_stride(shape, strides) -> int | None:
-    """The one element stride between consecutive matrices of a batch, or None when the batch
-    dims are not a single evenly strided run (the caller copies first). Batch size 1: 0."""
-    batch_shape, batch_strides = shape[:-2], strides[:-2]
-    dims = [(s, st) for s, st in zip(batch_shape, batch_strides, strict=True) if s != 1]
-    if not dims:
-        return 0
-    if all(st == 0 for _, st in dims):
-        return 0
-    step = dims[-1][1]
-    expected = step
-    for size, stride in reversed(dims):
-        if stride != expected:
-            return None
-        expected = stride * size
-    return step

@@ -1,7 +1,7 @@
 """The thin layer over ``pycuda.driver`` that the rest of the CUDA backend uses.
 
-Nothing else in ``backends/cuda`` imports pycuda: tests replace this module's ``DRIVER`` with a
-fake (``set_driver``) to exercise the pool, the storage's launch logic and the timers on a
+Nothing else in ``backends/cuda`` imports pycuda: tests replace the driver with a fake
+(``set_driver``) to exercise the pool, the storage's launch logic and the timers on a
 machine without a GPU. pycuda is imported on first use only (it needs ``libcuda.so.1``).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..gpu.driver_holder import DriverHolder
 from ..gpu.pool import OutOfMemoryError
 
 
@@ -150,34 +151,15 @@ class PycudaDriver:
         return end.time_since(start)
 
 
-DRIVER: Any = None
-_ERROR: str | None = None
+def _why_unusable(err: Exception) -> str:
+    if isinstance(err, ImportError):
+        return (
+            f"pycuda cannot be imported ({err}); "
+            "install workbench[cuda] on a machine with an NVIDIA driver"
+        )
+    return f"the CUDA driver failed to initialise: {err}"  # pycuda's driver.Error and the like
 
 
-def get_driver():
-    """The process's driver layer; raises ``RuntimeError`` with the reason when unusable."""
-    global DRIVER, _ERROR
-    if DRIVER is None:
-        if _ERROR is not None:
-            raise RuntimeError(_ERROR)
-        try:
-            DRIVER = PycudaDriver()
-        except ImportError as err:
-            _ERROR = (
-                f"pycuda cannot be imported ({err}); "
-                "install workbench[cuda] on a machine with an NVIDIA driver"
-            )
-            raise RuntimeError(_ERROR) from err
-        except Exception as err:  # pycuda's driver.Error and the like
-            _ERROR = f"the CUDA driver failed to initialise: {err}"
-            raise RuntimeError(_ERROR) from err
-    return DRIVER
-
-
-def set_driver(driver) -> Any:
-    """Install ``driver`` (a fake in tests; None to re-detect); returns the previous one."""
-    global DRIVER, _ERROR
-    previous = DRIVER
-    DRIVER = driver
-    _ERROR = None
-    return previous
+HOLDER = DriverHolder(PycudaDriver, _why_unusable)
+get_driver = HOLDER.get
+set_driver = HOLDER.set

@@ -79,3 +79,42 @@ def group_norm_threads(k: int) -> int:
     if k >= 16 * most:
         return most
     return max(low, min(usual, -(-k // 32) * 32))
+
+
+def gemm_operand(shape, strides):
+    """How a row-major (..., rows, cols) operand reaches a GEMM library without a copy.
+
+    Returns ``(transposed, ld)``: row-major contiguous rows (``strides[-1] == 1``) are a
+    column-major ``cols x rows`` matrix with ``ld = strides[-2]``; a transposed view
+    (``strides[-2] == 1``) is passed with the T flag and ``ld = strides[-1]``. Returns None
+    when neither holds (the caller makes the operand contiguous first).
+    """
+    rows, cols = shape[-2], shape[-1]
+    rs, cs = strides[-2], strides[-1]
+    if cs == 1 or cols == 1:
+        ld = rs if rows > 1 else cols
+        if ld >= max(cols, 1):
+            return False, max(ld, 1)
+    if rs == 1 or rows == 1:
+        ld = cs if cols > 1 else rows
+        if ld >= max(rows, 1):
+            return True, max(ld, 1)
+    return None
+
+
+def batch_stride(shape, strides) -> int | None:
+    """The one element stride between consecutive matrices of a batch, or None when the batch
+    dims are not a single evenly strided run (the caller copies first). Batch size 1: 0."""
+    batch_shape, batch_strides = shape[:-2], strides[:-2]
+    dims = [(s, st) for s, st in zip(batch_shape, batch_strides, strict=True) if s != 1]
+    if not dims:
+        return 0
+    if all(st == 0 for _, st in dims):
+        return 0
+    step = dims[-1][1]
+    expected = step
+    for size, stride in reversed(dims):
+        if stride != expected:
+            return None
+        expected = stride * size
+    return step

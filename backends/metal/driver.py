@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from ..gpu.driver_holder import DriverHolder
 from ..gpu.pool import OutOfMemoryError
 
 
@@ -42,13 +43,19 @@ class MetalBuffer:
 class MetalDriver:
     """Devices, shared buffers, libraries, pipelines and command buffers through PyObjC."""
 
-    def __init__(self, metal=None, objc=None) -> None:
+    def __init__(self, metal=None, objc=None, mps=None) -> None:
         if metal is None:
             import Metal as metal  # noqa: N813  (PyObjC's framework module)
         if objc is None:
             import objc
+        if mps is None:
+            try:
+                import MetalPerformanceShaders as mps  # noqa: N813
+            except ImportError:
+                mps = False
         self.metal = metal
         self.objc = objc
+        self.mps = mps or None
         self.devices = self._discover()
         self._queues: dict[int, Any] = {}
 
@@ -142,6 +149,41 @@ class MetalDriver:
     def max_threads(self, pipeline) -> int:
         return int(pipeline.maxTotalThreadsPerThreadgroup())
 
+    # -- MPS matrix products -------------------------------------------------------------
+    def has_mps(self) -> bool:
+        """PyObjC's ``MetalPerformanceShaders`` imported (its own pyobjc framework package)."""
+        return self.mps is not None
+
+    def encode_mps_gemm(self, command_buffer, index: int, dtype: str, a, b, c, m: int, n: int,
+                        k: int, batch: int, beta: float) -> None:  # fmt: skip
+        """Encode row-major ``C (m, n) = op(A) op(B) + beta C`` for ``batch`` matrices with
+        ``MPSMatrixMultiplication``. ``a``, ``b``, ``c`` are ``(MetalBuffer, byte offset,
+        transposed, row bytes, matrix bytes)``; a transposed operand is described as the
+        matrix it stores (``(k, m)`` for A) and flagged ``transposeLeft``/``Right``."""
+        mps = self.mps
+        data_type = {"f32": mps.MPSDataTypeFloat32, "f16": mps.MPSDataTypeFloat16}[dtype]
+
+        def matrix(operand, rows: int, cols: int):
+            handle, offset, transposed, row_bytes, matrix_bytes = operand
+            if transposed:
+                rows, cols = cols, rows
+            matrix_bytes = matrix_bytes or rows * row_bytes
+            desc = mps.MPSMatrixDescriptor.matrixDescriptorWithRows_columns_matrices_rowBytes_matrixBytes_dataType_(  # noqa: E501
+                rows, cols, batch, row_bytes, matrix_bytes, data_type
+            )
+            return mps.MPSMatrix.alloc().initWithBuffer_offset_descriptor_(
+                handle.buffer, offset, desc
+            )
+
+        kernel = mps.MPSMatrixMultiplication.alloc()
+        kernel = kernel.initWithDevice_transposeLeft_transposeRight_resultRows_resultColumns_interiorColumns_alpha_beta_(  # noqa: E501
+            self.device(index), bool(a[2]), bool(b[2]), m, n, k, 1.0, float(beta)
+        )
+        kernel.setBatchSize_(batch)
+        kernel.encodeToCommandBuffer_leftMatrix_rightMatrix_resultMatrix_(
+            command_buffer, matrix(a, m, k), matrix(b, k, n), matrix(c, m, n)
+        )
+
     # -- command buffers ----------------------------------------------------------------
     def command_buffer(self, index: int):
         return self.queue(index).commandBuffer()
@@ -208,31 +250,15 @@ def _describe(error) -> str:
     return str(error)
 
 
-DRIVER: Any = None
-_ERROR: str | None = None
+def _why_unusable(err: Exception) -> str | None:
+    if isinstance(err, ImportError):
+        return (
+            f"PyObjC's Metal framework cannot be imported ({err}); "
+            "install workbench[metal] on macOS"
+        )
+    return None
 
 
-def get_driver() -> MetalDriver:
-    """The process's driver layer; raises ``RuntimeError`` with the reason when unusable."""
-    global DRIVER, _ERROR
-    if DRIVER is None:
-        if _ERROR is not None:
-            raise RuntimeError(_ERROR)
-        try:
-            DRIVER = MetalDriver()
-        except ImportError as err:
-            _ERROR = (
-                f"PyObjC's Metal framework cannot be imported ({err}); "
-                "install workbench[metal] on macOS"
-            )
-            raise RuntimeError(_ERROR) from err
-    return DRIVER
-
-
-def set_driver(driver) -> Any:
-    """Install ``driver`` (a fake-backed one in tests; None to re-detect); returns the old."""
-    global DRIVER, _ERROR
-    previous = DRIVER
-    DRIVER = driver
-    _ERROR = None
-    return previous
+HOLDER = DriverHolder(MetalDriver, _why_unusable)
+get_driver = HOLDER.get
+set_driver = HOLDER.set

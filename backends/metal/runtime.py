@@ -39,6 +39,7 @@ class Runtime:
         self.streams: dict[int, CommandStream] = {}
         self.libraries: dict[tuple[int, str], object] = {}
         self.pipelines: dict[tuple[int, str, str], object] = {}
+        self.placeholders: dict[int, object] = {}
 
     def pool(self, index: int) -> CachingPool:
         pool = self.pools.get(index)
@@ -65,17 +66,31 @@ class Runtime:
             state = self.pipelines[key] = self.driver.pipeline(index, library, name)
         return state
 
+    def placeholder(self, index: int):
+        """A 16-byte buffer bound where a kernel's optional buffer is absent (the kernel
+        reads a flag instead; Metal wants a buffer at every slot the function declares)."""
+        handle = self.placeholders.get(index)
+        if handle is None:
+            handle = self.placeholders[index] = self.driver.mem_alloc(index, 16)
+        return handle
+
     def synchronize(self, index: int) -> None:
         self.stream(index).wait()
 
     # -- host transfers through the shared buffers --------------------------------------
     def upload(self, handle, offset: int, data: np.ndarray) -> None:
-        """Queue a write of the bytes ``data`` (uint8, contiguous) at ``offset``: they go into
-        a fresh staging buffer now and are blit-copied in stream order, so work queued
-        earlier that still uses the (possibly recycled) buffer sees its old contents."""
+        """Write the bytes ``data`` (uint8, contiguous) at ``offset``. With nothing queued on
+        the device they are copied straight into the shared buffer; otherwise into a fresh
+        staging buffer now, blit-copied in stream order, so work queued earlier that still
+        uses the (possibly recycled) buffer sees its old contents."""
+        stream = self.stream(handle.index)
+        if stream.idle:
+            view = np.frombuffer(self.driver.contents(handle), np.uint8)
+            view[offset : offset + data.size] = data
+            return
         staging = self.driver.mem_alloc(handle.index, data.size)
         np.frombuffer(self.driver.contents(staging), np.uint8)[:] = data
-        self.stream(handle.index).copy(staging, 0, handle, offset, data.size)
+        stream.copy(staging, 0, handle, offset, data.size)
 
     def download(self, handle, offset: int, out: np.ndarray) -> None:
         """Copy ``out.size`` bytes from ``offset`` of the buffer, after all queued work."""

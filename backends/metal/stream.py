@@ -35,6 +35,11 @@ class CommandStream:
         """Command buffers committed so far."""
         return self._waited + len(self._committed)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing encoded or committed is still unfinished (host writes are safe)."""
+        return self._buffer is None and not self._committed
+
     def _open(self):
         if self._buffer is None:
             self._buffer = self.driver.command_buffer(self.index)
@@ -66,6 +71,14 @@ class CommandStream:
         with self.driver.pool():
             self._end_encoder()
             self.driver.encode_copy(self._open(), src, src_offset, dst, dst_offset, nbytes)
+        self._encoded_one()
+
+    def encode(self, fn) -> None:
+        """Let ``fn(command_buffer)`` encode its own work (a library's kernel: MPS), in order
+        with the dispatches."""
+        with self.driver.pool():
+            self._end_encoder()
+            fn(self._open())
         self._encoded_one()
 
     def flush(self) -> None:

@@ -214,7 +214,7 @@ template <> struct Store<bf16> {
 };
 
 // Every dtype; X(name, type). bool is stored as one byte (0 or 1).
-#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i16, i16) X(i32, i32) X(i64, i64)
+#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i8, i8) X(i16, i16) X(i32, i32) X(i64, i64)
 #define WB_FLOAT_DTYPES(X) X(f16, f16) X(bf16, bf16) X(f32, f32) WB_IF_F64(X(f64, f64))
 #define WB_NUM_DTYPES(X) WB_INT_DTYPES(X) WB_FLOAT_DTYPES(X)
 #define WB_ALL_DTYPES(X) X(bool, wb_bool) WB_NUM_DTYPES(X)
@@ -363,6 +363,7 @@ WB_LIMITS(float, -INFINITY, INFINITY)
 WB_IF_F64(WB_LIMITS(double, -(double)INFINITY, (double)INFINITY))
 WB_LIMITS(wb_bool, 0, 255)  // also u8 (the same C type)
 WB_LIMITS(u32, 0u, 0xffffffffu)
+WB_LIMITS(i8, -128, 127)
 WB_LIMITS(i16, -32768, 32767)
 WB_LIMITS(i32, -2147483647 - 1, 2147483647)
 WB_LIMITS(i64, -9223372036854775807L - 1, 9223372036854775807L)

@@ -214,7 +214,7 @@ template <> struct Store<bf16> {
 };
 
 // Every dtype; X(name, type). bool is stored as one byte (0 or 1).
-#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i16, i16) X(i32, i32) X(i64, i64)
+#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i8, i8) X(i16, i16) X(i32, i32) X(i64, i64)
 #define WB_FLOAT_DTYPES(X) X(f16, f16) X(bf16, bf16) X(f32, f32) WB_IF_F64(X(f64, f64))
 #define WB_NUM_DTYPES(X) WB_INT_DTYPES(X) WB_FLOAT_DTYPES(X)
 #define WB_ALL_DTYPES(X) X(bool, wb_bool) WB_NUM_DTYPES(X)
@@ -239,3 +239,48 @@ template <> struct Store<bf16> {
         }                                                                           \
     }
 WB_INT_DTYPES(MATMUL_INT_KERNEL)
+
+// Float GEMM where no vendor library serves (Metal's bf16, and f32/f16 without MPS): one
+// 16x16 tile of C per block of 256 threads, A and B staged through shared memory 16 columns
+// (rows) at a time, accumulated in f32:  C = op(A) op(B) + beta C  for each of g.batch
+// matrices; tile t (grid-stride over the blocks) is tile row (t / tiles_n) % tiles_m, column
+// t % tiles_n of matrix t / (tiles_m tiles_n).
+// A (m, k) is row-major (a[i*lda + k]) or, when ta, a transposed view (a[k*lda + i]); so B.
+// C is row-major with row stride ldc; sa, sb, sc step between matrices (0: broadcast).
+struct GemmGeom {
+    wb_i64 m, n, k, lda, ldb, ldc, sa, sb, sc, ta, tb, tiles_m, tiles_n, batch;
+};
+
+#define GEMM_KERNEL(name, T)                                                        \
+    WB_KERNEL_BOUNDED(256) gemm_##name(WB_OUT(T, c, 0), WB_IN(T, a, 1), WB_IN(T, b, 2), \
+                                       WB_ARG(GemmGeom, g, 3),                      \
+                                       WB_ARG(float, beta, 4) WB_THREAD_ARGS) {     \
+        WB_SHARED float tile_a[16][17];                                             \
+        WB_SHARED float tile_b[16][17];                                             \
+        wb_i64 tiles = g.tiles_m * g.tiles_n;                                       \
+        int tx = (int)(WB_THREAD % 16), ty = (int)(WB_THREAD / 16);                 \
+        for (wb_i64 t = WB_BLOCK_ID; t < g.batch * tiles; t += WB_BLOCKS) {         \
+            wb_i64 bi = t / tiles;                                                  \
+            wb_i64 i = ((t / g.tiles_n) % g.tiles_m) * 16 + ty;                     \
+            wb_i64 j = (t % g.tiles_n) * 16 + tx;                                   \
+            float acc = 0.0f;                                                       \
+            for (wb_i64 k0 = 0; k0 < g.k; k0 += 16) {                               \
+                wb_i64 ka = k0 + tx, kb = k0 + ty;                                  \
+                wb_i64 ia = g.ta ? ka * g.lda + i : i * g.lda + ka;                 \
+                wb_i64 ib = g.tb ? j * g.ldb + kb : kb * g.ldb + j;                 \
+                tile_a[ty][tx] = (i < g.m && ka < g.k) ? (float)wb_load(a[bi * g.sa + ia]) : 0.0f; \
+                tile_b[ty][tx] = (kb < g.k && j < g.n) ? (float)wb_load(b[bi * g.sb + ib]) : 0.0f; \
+                WB_BARRIER();                                                       \
+                for (int kk = 0; kk < 16; ++kk) acc += tile_a[ty][kk] * tile_b[kk][tx]; \
+                WB_BARRIER();                                                       \
+            }                                                                       \
+            if (i < g.m && j < g.n) {                                               \
+                wb_i64 at = bi * g.sc + i * g.ldc + j;                              \
+                if (beta != 0.0f) acc += beta * (float)wb_load(c[at]);              \
+                c[at] = Store<T>::from(acc);                                        \
+            }                                                                       \
+        }                                                                           \
+    }
+GEMM_KERNEL(f16, f16)
+GEMM_KERNEL(bf16, bf16)
+GEMM_KERNEL(f32, f32)

@@ -214,7 +214,7 @@ template <> struct Store<bf16> {
 };
 
 // Every dtype; X(name, type). bool is stored as one byte (0 or 1).
-#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i16, i16) X(i32, i32) X(i64, i64)
+#define WB_INT_DTYPES(X) X(u8, u8) X(u32, u32) X(i8, i8) X(i16, i16) X(i32, i32) X(i64, i64)
 #define WB_FLOAT_DTYPES(X) X(f16, f16) X(bf16, bf16) X(f32, f32) WB_IF_F64(X(f64, f64))
 #define WB_NUM_DTYPES(X) WB_INT_DTYPES(X) WB_FLOAT_DTYPES(X)
 #define WB_ALL_DTYPES(X) X(bool, wb_bool) WB_NUM_DTYPES(X)

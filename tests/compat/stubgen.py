@@ -47,6 +47,9 @@ KNOWN = {
     "Layout": "from .layout import Layout", "np": "import numpy as np",
     "autograd": "from . import autograd", "builtins": "import builtins",
     "return_types": "from .ops import return_types",
+    "PlotView": "from .notebook.views import PlotView",
+    "RgbView": "from .notebook.views import RgbView",
+    "ChansView": "from .notebook.views import ChansView",
 }  # fmt: skip
 SHADOWED = {"int", "float", "bool", "type", "str"}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9.]*")
@@ -136,13 +139,25 @@ def _members(cls: type, used: set[str], own: bool) -> list[str]:
     return lines
 
 
+def _notebook_views(used: set[str]) -> list[str]:
+    """The picture properties ``%load_ext workbench`` adds (``t.plt``, ``t.rgb``, ``t.chans``),
+    typed as their view classes, so that the tutorials type-check."""
+    from workbench.notebook import views
+
+    lines = ["    # After ``%load_ext workbench`` (workbench.notebook.views):"]
+    for name in views._NAMES:
+        lines += ["    @property", *_def(name, getattr(views, name), used, "    ", first="self")]
+    return lines
+
+
 def tensor_stub() -> str:
     used: set[str] = {"DType", "Device"}
     fields = ["    dtype: DType", "    device: Device", "    requires_grad: bool",
               "    grad: Tensor | None"]  # fmt: skip
     tensor = tensor_module.Tensor
     # Its own members (tensor.py), then what _methods binds: ops, operators, conversions.
-    body = ["class Tensor:", *fields, *_members(tensor, used, True), *_members(tensor, used, False)]
+    body = ["class Tensor:", *fields, *_members(tensor, used, True), *_members(tensor, used, False),
+            *_notebook_views(used)]  # fmt: skip
     var = ["class Var(Tensor):", *_members(tensor_module.Var, used, True)]
     funcs = []
     for name, value in vars(tensor_module).items():
@@ -170,6 +185,11 @@ def _origin(name: str, value, static: dict[str, str]) -> str | None:
         return static[name]
     if isinstance(value, types.ModuleType):
         sub = value.__name__.removeprefix("workbench.")
+        # A callable package (``wb.serve(model)``): a type checker cannot call a module, so the
+        # name is typed as the function the call runs, the package's own ``serve``.
+        target = getattr(value, name, None) if callable(value) else None
+        if inspect.isfunction(target):
+            return _origin(name, target, {})
         return f"from . import {sub} as {name}" if "." not in sub else None
     module = getattr(value, "__module__", None) or ""
     qualname = getattr(value, "__qualname__", "")

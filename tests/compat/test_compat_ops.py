@@ -182,3 +182,100 @@ def test_op_check_asserts_the_result_dtype() -> None:
         check(lambda t: t.int(), [x], torch_fn=lambda t: t.long(), grad=False)
     check(lambda t: t.int(), [x], torch_fn=lambda t: t.long(), grad=False,
           dtype_differs="the test of the opt-out itself")  # fmt: skip
+
+
+# -- composed elementwise ops, reductions, shapes and matrix products ---------------------------
+X = rng.standard_normal((3, 4)).astype(np.float32)
+Y = rng.standard_normal((3, 4)).astype(np.float32)
+Z = rng.standard_normal((3, 4)).astype(np.float32)
+POS = (np.abs(X) + 0.5).astype(np.float32)
+UNIT = rng.uniform(-0.9, 0.9, (3, 4)).astype(np.float32)
+SPECIAL = np.array([[1.5, np.nan, -2.0, np.inf], [-np.inf, 0.0, -0.0, np.nan]], np.float32)
+OTHER = np.array([[np.nan, 1.0, -3.0, 2.0], [4.0, np.nan, 1.0, -1.0]], np.float32)
+INT = rng.integers(-5, 6, (3, 4))
+
+
+def _lib(t):
+    return torch if isinstance(t, torch.Tensor) else wb
+
+
+COMPOSED = {
+    "log2": (lambda x: x.log2(), [POS]),
+    "log10": (lambda x: _lib(x).log10(x), [POS]),
+    "exp2": (lambda x: x.exp2(), [X]),
+    "exp2_int": (lambda x: _lib(x).exp2(x), [INT]),
+    "erfc": (lambda x: x.erfc(), [X]),
+    "asinh": (lambda x: x.asinh(), [X * 4]),
+    "asinh_at_0": (lambda x: x.asinh(), [np.array([0.0, -1e-6, 1e-6], np.float32)]),
+    "atanh": (lambda x: x.atanh(), [UNIT]),
+    "trunc": (lambda x: x.trunc(), [X * 3]),
+    "trunc_int": (lambda x: x.trunc(), [INT]),
+    "frac": (lambda x: x.frac(), [X * 3]),
+    "sgn": (lambda x: x.sgn(), [X]),
+    "signbit": (lambda x: x.signbit(), [SPECIAL]),
+    "signbit_int": (lambda x: x.signbit(), [INT]),
+    "positive": (lambda x: x.positive() * 2, [X]),
+    "fmax": (lambda x, y: _lib(x).fmax(x, y), [SPECIAL, OTHER]),
+    "fmin": (lambda x, y: _lib(x).fmin(x, y), [SPECIAL, OTHER]),
+    "fmax_grad": (lambda x, y: _lib(x).fmax(x, y), [X, Y]),
+    "hypot": (lambda x, y: _lib(x).hypot(x, y), [X, Y]),
+    "lerp": (lambda x, y: x.lerp(y, 0.3), [X, Y]),
+    "lerp_tensor_weight": (lambda x, y, w: _lib(x).lerp(x, y, w), [X, Y, UNIT]),
+    "addcmul": (lambda x, y, z: _lib(x).addcmul(x, y, z, value=0.5), [X, Y, Z]),
+    "addcdiv": (lambda x, y, z: x.addcdiv(y, z, value=2.0), [X, Y, POS]),
+    "nan_to_num": (lambda x: x.nan_to_num(), [SPECIAL]),
+    "nan_to_num_values": (lambda x: _lib(x).nan_to_num(x, 1.0, 9.0, -9.0), [SPECIAL]),
+    "nansum": (lambda x: x.nansum(), [SPECIAL]),
+    "nansum_dim": (lambda x: _lib(x).nansum(x, 1, keepdim=True), [OTHER]),
+    "nanmean": (lambda x: x.nanmean(1), [OTHER]),
+    "count_nonzero": (lambda x: x.count_nonzero(), [INT]),
+    "count_nonzero_dim": (lambda x: _lib(x).count_nonzero(x, dim=1), [INT]),
+    "tril": (lambda x: x.tril(), [X]),
+    "tril_k": (lambda x: _lib(x).tril(x, -1), [X]),
+    "triu_k": (lambda x: x.triu(1), [rng.standard_normal((2, 3, 5)).astype(np.float32)]),
+    "triu_int": (lambda x: x.triu(), [INT]),
+    "expand_as": (lambda x, y: x.expand_as(y), [X[:1], Y]),
+    "unflatten": (lambda x: x.unflatten(1, (2, -1)), [X]),
+    "unbind": (lambda x: x.unbind(1), [X]),
+    "concat": (lambda x, y: _lib(x).concat([x, y], 1), [X, Y]),
+    "mm": (lambda x, y: _lib(x).mm(x, y.t()), [X, Y]),
+    "bmm": (lambda x, y: _lib(x).bmm(x, y.transpose(1, 2)), _arrays((2, 3, 4), (2, 5, 4))),
+    "mv": (lambda x, y: _lib(x).mv(x, y[0]), [X, Y]),
+    "dot": (lambda x, y: _lib(x).dot(x[0], y[1]), [X, Y]),
+    "outer": (lambda x, y: _lib(x).outer(x[0], y[1]), [X, Y]),
+    "median": (lambda x: x.median(), [X]),
+    "median_even": (lambda x: _lib(x).median(x[:, :4]), [X]),
+    "median_dim": (lambda x: tuple(x.median(1)), [X]),
+    "median_keepdim": (lambda x: tuple(_lib(x).median(x, 0, keepdim=True)), [X]),
+    "diagonal": (lambda x: x.diagonal(), [X]),
+    "diagonal_offsets": (lambda x: (x.diagonal(1), x.diagonal(-1), x.diagonal(9)), [X]),
+    "diagonal_dims": (
+        lambda x: _lib(x).diagonal(x, 1, 2, 0),
+        [rng.standard_normal((3, 4, 5)).astype(np.float32)],
+    ),  # fmt: skip
+    "take_along_dim": (lambda x, i: _lib(x).take_along_dim(x, i, 1), [X, np.array([[0, 3]])]),
+    "take_along_dim_flat": (lambda x, i: x.take_along_dim(i), [X, np.array([11, 0, 5])]),
+    "repeat_interleave": (lambda x: x.repeat_interleave(2, dim=0), [X]),
+    "repeat_interleave_flat": (lambda x: _lib(x).repeat_interleave(x, 3), [X]),
+    "diag_vector": (lambda v: (_lib(v).diag(v[0]), _lib(v).diag(v[1], 2), v[2].diag(-1)), [X]),
+    "diag_matrix": (lambda x: (_lib(x).diag(x), x.diag(-2)), [X]),
+    "addmm": (
+        lambda b, x, w: _lib(x).addmm(b, x, w.t(), beta=0.5, alpha=2.0),
+        [Z[:, :3], X, Y[:3]],
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_composed_ops_match_torch(name: str) -> None:
+    fn, inputs = COMPOSED[name]
+    # torch's gradient of sgn is a ZeroTensor, which cannot become numpy (sign's is compared)
+    check(fn, inputs, layouts=["transposed"] + ["contiguous"] * (len(inputs) - 1),
+          grad=name != "sgn")  # fmt: skip
+
+
+def test_matrix_products_check_their_ranks() -> None:
+    with pytest.raises(wb.ShapeError, match=r"mm: expected operands of 2 and 2 dims"):
+        wb.mm(wb.ones(2, 3, 4), wb.ones(4, 2))
+    with pytest.raises(wb.ShapeError, match="tril: expected a tensor of at least 2 dims"):
+        wb.tril(wb.ones(3))

@@ -2,10 +2,12 @@
 memory and whose launches call the kernel families compiled by g++ through ``host_prelude.h``.
 
 So the real host code (argument packing, dim merging, grids) and the real kernel bodies of
-``kernels/gpu`` run end to end without a GPU. Only grid-stride families compile this way
-(``HOST_FAMILIES``); ``copy_b*`` / ``fill_b*`` stay the fake driver's Python emulation and any
-other kernel raises. The parameter offsets come from the kernel's PTX (nvcc), so the packed
-argument buffer is read exactly as the GPU reads it.
+``kernels/gpu`` run end to end without a GPU. Grid-stride families (``HOST_FAMILIES``) run as
+one host thread; families whose threads cooperate in a block (``BLOCK_FAMILIES``: shuffles,
+shared memory, barriers) compile with ``host_blocks.h`` and run every GPU thread of the
+launch's grid as a fiber. ``copy_b*`` / ``fill_b*`` stay the fake driver's Python emulation
+and any other kernel raises. The parameter offsets come from the kernel's PTX (nvcc), so the
+packed argument buffer is read exactly as the GPU reads it.
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from workbench.backends.cuda import compile as cuda_compile
 from workbench.backends.gpu import metal_sources
 
 HOST_FAMILIES = ("conv", "indexing", "pad", "pool", "upsample")
+BLOCK_FAMILIES = ("quantized",)
 PRELUDE = Path(__file__).with_name("host_prelude.h")
+BLOCK_PRELUDE = Path(__file__).with_name("host_blocks.h")
 FLAGS = ("-O0", "-std=c++17", "-shared", "-fPIC", "-w")
 _SCALAR = {"8": 1, "16": 2, "32": 4, "64": 8}
+ARGS = 24  # WB_HOST_ARGS: the pointers host_blocks.h's wb_host_launch passes a kernel
 
 
 def host_source(family: str) -> str:
     """The translation unit: the host prelude, then the headers the family's .cu includes."""
     gpu = metal_sources.KERNELS / "gpu"
-    parts = [PRELUDE, *(gpu / p for p in metal_sources.parts(family))]
+    prelude = BLOCK_PRELUDE if family in BLOCK_FAMILIES else PRELUDE
+    parts = [prelude, *(gpu / p for p in metal_sources.parts(family))]
     return "".join(f'#include "{p}"\n' for p in parts)
 
 
@@ -42,6 +48,7 @@ def build(family: str, cache: Path, cxx: str = "g++") -> Path:
     digest = hashlib.sha256(source.encode() + " ".join(FLAGS).encode())
     for line in source.splitlines():
         digest.update(Path(line.split('"')[1]).read_bytes())
+    digest.update(PRELUDE.read_bytes())  # host_blocks.h includes it
     lib = cache / f"{family}-{digest.hexdigest()[:16]}.so"
     if not lib.is_file():
         cache.mkdir(parents=True, exist_ok=True)
@@ -112,16 +119,33 @@ class HostDriver(FakeDriver):
         packed = np.frombuffer(args + b"\0" * 8, np.uint8).copy()  # owned, aligned
         base = packed.ctypes.data
         pointers = [ctypes.c_void_p(base + at) for at in self.offsets[name]]
-        getattr(self.libraries[family], name)(*pointers)
+        library = self.libraries[family]
+        if family not in BLOCK_FAMILIES:
+            getattr(library, name)(*pointers)
+            return
+        if tuple(grid[1:]) != (1, 1) or tuple(block[1:]) != (1, 1):
+            raise AssertionError(f"{name}: host_blocks.h runs 1-D launches, got {grid} x {block}")
+        if len(pointers) > ARGS:
+            raise AssertionError(f"{name} has {len(pointers)} parameters (at most {ARGS})")
+        kernel = ctypes.cast(getattr(library, name), ctypes.c_void_p)
+        argv = (ctypes.c_void_p * ARGS)(*pointers)
+        c = ctypes
+        library.wb_host_launch.argtypes = [c.c_void_p, c.c_void_p, c.c_longlong, c.c_uint,
+                                           c.c_ulonglong]  # fmt: skip
+        status = library.wb_host_launch(kernel, argv, grid[0], block[0], shared)
+        if status:
+            library.wb_host_error.restype = c.c_char_p
+            raise AssertionError(f"{name} {grid} x {block}: the host block runtime says "
+                                 f"{library.wb_host_error(status).decode()}")  # fmt: skip
 
 
-def host_driver(cache: Path, nvcc: str) -> HostDriver:
-    """Build every host family (in parallel) and read its PTX parameter lists."""
+def host_driver(cache: Path, nvcc: str, families: tuple[str, ...] = HOST_FAMILIES) -> HostDriver:
+    """Build the host families (in parallel) and read their PTX parameter lists."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        built = pool.map(lambda family: build(family, cache), HOST_FAMILIES)
-        libraries = dict(zip(HOST_FAMILIES, built, strict=True))
+        built = pool.map(lambda family: build(family, cache), families)
+        libraries = dict(zip(families, built, strict=True))
     offsets = {}
-    for family in HOST_FAMILIES:
+    for family in families:
         ptx = cuda_compile.ptx_path(family, "sm_90", nvcc=nvcc)
         offsets.update(param_offsets(ptx.read_text()))
     return HostDriver(libraries, offsets)

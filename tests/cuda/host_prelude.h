@@ -17,7 +17,13 @@
 using namespace std;  // the float overloads of the maths functions, as on the GPU targets
 
 #define WB_TARGET_HOST 1
+// tests/metal/host_metal.h defines WB_HOST_METAL first: Metal's types (no f64, float scalars)
+// and real blocks of threads (its own WB_GLOBAL_ID and block words) instead of one thread.
+#ifdef WB_HOST_METAL
+#define WB_HAS_F64 0
+#else
 #define WB_HAS_F64 1
+#endif
 
 #define WB_KERNEL extern "C" void
 #define WB_KERNEL_BOUNDED(N) extern "C" void
@@ -30,13 +36,19 @@ using namespace std;  // the float overloads of the maths functions, as on the G
 #define WB_GLOBAL
 #define WB_REF(T) const T&
 #define WB_LAYOUT_REF WB_REF(Layout)
+#ifndef WB_HOST_METAL
 #define WB_GLOBAL_ID 0
 #define WB_GLOBAL_SIZE 1
+#endif
 
 typedef long long wb_i64;
 typedef unsigned long long wb_u64;
 typedef signed char wb_i8;
+#ifdef WB_HOST_METAL
+typedef float wb_wide;
+#else
 typedef double wb_wide;
+#endif
 typedef _Float16 f16;  // g++ rounds to nearest even, like the GPUs' conversions
 struct bf16 {
     unsigned short bits;

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from workbench.backends.cpu.storage import CpuStorage
-from workbench.backends.cuda.padnorm import pad_dims
 from workbench.backends.cuda.storage import CudaStorage
 from workbench.backends.errors import UnsupportedOnDevice
+from workbench.backends.gpu.padnorm import pad_dims
 from workbench.backends.gpu.params import LAYOUT_FORMAT, LAYOUT_SIZE, MAX_DIMS
 from workbench.backends.gpu.plan import group_norm_threads
 from workbench.backends.layout import Layout

@@ -171,7 +171,7 @@ def test_backend_module_with_fake(fake):
 def test_no_driver_reason():
     from workbench.backends.cuda import driver
 
-    if driver.DRIVER is not None:
+    if driver.HOLDER.driver is not None:
         pytest.skip("a CUDA driver is loaded in this process")
     ok, reason = cuda.is_available()
     try:

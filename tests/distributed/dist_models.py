@@ -149,3 +149,43 @@ class TPBlock(nn.Module):
     def forward(self, x):
         h = x + self.o(_attention(self.q(x), self.k(x), self.v(x), self.local_heads))
         return h + self.down(self.up(h).relu())
+
+
+# -- tensor-parallel LLMs -------------------------------------------------------------------
+def greedy(lm, ids: list[int], n: int) -> tuple[list[int], np.ndarray]:
+    """``n`` greedy tokens after ``ids`` through the KV cache (the decode path of ``generate``),
+    and the logits each was chosen from: (tokens, (n, n_vocab)). Under tensor parallelism the
+    choice is rank 0's, as in ``generate``."""
+    tf = lm.transformer
+    cache = tf.new_cache(1, len(ids) + n)
+    logits = tf.forward([list(ids)], [0], cache)[0]
+    tokens, steps = [], []
+    for i in range(n):
+        steps.append(logits)
+        tokens.append(lm.tp.from_rank0(int(np.argmax(logits))))
+        if i + 1 < n:
+            logits = tf.forward([[tokens[-1]]], [0], cache)[0]
+    return tokens, np.stack(steps)
+
+
+def compare_greedy(tokens, steps, ref_tokens, ref_steps, tol: float) -> tuple[int, str | None]:
+    """Compare a greedy run with one process's, step by step: (tokens that agree, a failure).
+
+    At each step the logits must be within ``tol`` (max abs) of one process's. Two runs within
+    ``tol`` may pick different tokens only where one process's top two are within ``2·tol``
+    (a near tie that the other rounding breaks the other way): that ends the comparison, as
+    the continuations then differ legitimately; a different pick with a wider margin fails.
+    """
+    for i, (token, want) in enumerate(zip(ref_tokens, ref_steps, strict=True)):
+        err = float(np.abs(steps[i] - want).max())
+        if err > tol:
+            return i, f"step {i}: logits off by {err:.3g} (tolerance {tol:.3g})"
+        if tokens[i] != token:
+            gap = float(want[token] - want[tokens[i]])
+            if gap > 2 * tol:
+                return i, (
+                    f"step {i}: token {tokens[i]}, one process {token}, which it ranks "
+                    f"{gap:.3g} higher (more than 2 x tolerance {tol:.3g})"
+                )
+            return i, None
+    return len(ref_tokens), None

@@ -2,7 +2,9 @@
  * without a GPU. One rank only: the "device" pointers are host pointers and each collective
  * is a copy (what NCCL computes for a world of one). It records the last call so the test can
  * check the arguments that crossed the ctypes boundary, and returns NCCL's error codes for
- * bad arguments. */
+ * bad arguments. The same library also stands in for the CUDA driver's stream calls
+ * (libcuda's cuStream*): a collective leaves its stream busy for fake_busy_queries queries
+ * (the async handles' is_completed), until cuStreamSynchronize (their wait). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -20,7 +22,40 @@ int fake_group_depth;
 
 static const size_t type_size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 
+/* The stream calls. */
+static int the_stream;
+int fake_busy_queries, fake_pending, fake_query_error;
+int fake_stream_flags, fake_syncs, fake_queries, fake_streams_destroyed;
+
+int cuStreamCreate(void **stream, unsigned int flags) {
+    fake_stream_flags = (int)flags;
+    *stream = &the_stream;
+    return 0;
+}
+int cuStreamSynchronize(void *stream) {
+    if (stream != &the_stream) return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    fake_syncs++;
+    fake_pending = 0;
+    return 0;
+}
+int cuStreamQuery(void *stream) {
+    if (stream != &the_stream) return 400;
+    fake_queries++;
+    if (fake_query_error) return fake_query_error;
+    if (fake_pending > 0) {
+        fake_pending--;
+        return 600; /* CUDA_ERROR_NOT_READY */
+    }
+    return 0;
+}
+int cuStreamDestroy_v2(void *stream) {
+    if (stream != &the_stream) return 400;
+    fake_streams_destroyed++;
+    return 0;
+}
+
 static int record(const char *name, size_t count, int datatype, int op, int peer, void *stream) {
+    fake_pending = fake_busy_queries; /* queued on the stream: busy for a while */
     strncpy(fake_last_call, name, sizeof fake_last_call - 1);
     fake_last_count = count;
     fake_last_datatype = datatype;

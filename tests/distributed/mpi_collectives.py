@@ -4,6 +4,7 @@ Each rank builds every rank's inputs from the rank's seed, so it can compute the
 result with numpy (float64 or int64 arithmetic, cast once) and compare its own output.
 """
 
+import gc
 import sys
 
 import ml_dtypes
@@ -17,7 +18,7 @@ R, W = comm.rank, comm.world_size
 failures: list[str] = []
 checks = 0
 
-DTYPES = [wb.bool_, wb.u8, wb.u32, wb.i16, wb.i32, wb.i64, wb.f16, wb.bf16, wb.f32, wb.f64]
+DTYPES = [wb.bool_, wb.i8, wb.u8, wb.u32, wb.i16, wb.i32, wb.i64, wb.f16, wb.bf16, wb.f32, wb.f64]
 SHAPES = [(), (1,), (7,), (3, 5), (1001,), (33, 101)]
 
 
@@ -115,6 +116,56 @@ comm.all_reduce(x)
 checks += 1
 if not np.array_equal(before, x.numpy()):
     failures.append("all_reduce modified its input")
+
+
+# Repeated all_reduce into the same out reuses its arguments (a plan): each call must still
+# see the values, arrays and views of that call, whatever changed in between.
+def expect(name: str, got, arrays, op="sum", dtype=wb.f32) -> None:
+    check(name, got, exact(arrays, op).astype(dtype.numpy), dtype)
+
+
+inputs = [data(r, (257,), wb.f32) for r in range(W)]
+x, out = wb.from_numpy(inputs[R].copy()), wb.empty(257)
+for step in range(3):  # the same x, its values changed in place between calls
+    x.numpy()[:] = inputs[R] * (step + 1)
+    version = out._storage.version
+    y = comm.all_reduce(x, out=out)
+    checks += 1
+    if y is not out or out._storage.version != version + 1:
+        failures.append(f"plan step {step}: out not returned or its version not bumped")
+    expect(f"plan step {step}", out, [a * (step + 1) for a in inputs])
+# Results of ops share one cached layout object per shape: the arrays tell them apart.
+x.numpy()[:] = inputs[R]
+for k in (2.0, 3.0):
+    expect(f"plan: x * {k} into the same out", comm.all_reduce(x * k, out=out),
+           [a * np.float32(k) for a in inputs])  # fmt: skip
+other = [data(r, (257,), wb.f32) + 5 for r in range(W)]
+expect("plan: another x into the same out", comm.all_reduce(wb.from_numpy(other[R]), out=out),
+       other)  # fmt: skip
+expect("plan: max into the same out", comm.all_reduce(x, "max", out=out), inputs, "max")
+out.numpy()[:] = other[R]
+expect("plan: out in place", comm.all_reduce(out, out=out), other)
+x.numpy()[:] = inputs[R]
+expect("plan: back to x", comm.all_reduce(x, out=out), inputs)
+ints = [data(r, (257,), wb.i32) for r in range(W)]
+iout = wb.empty(257, dtype=wb.i32)
+for step in range(2):
+    expect(f"plan i32 {step}", comm.all_reduce(wb.from_numpy(ints[R]), out=iout), ints,
+           dtype=wb.i32)  # fmt: skip
+whole = wb.zeros(260)
+part = whole.narrow(0, 3, 257)  # a contiguous view with an offset
+for step in range(2):
+    comm.all_reduce(x, out=part)
+    expect(f"plan: into a view {step}", part, inputs)
+    checks += 1
+    if whole.numpy()[:3].any():
+        failures.append("plan: an all_reduce into a view wrote outside it")
+plans = len(comm._plans)
+del out, part, iout
+gc.collect()
+checks += 1
+if len(comm._plans) >= plans:  # a plan must not keep its out (and x) alive
+    failures.append(f"plans not dropped with their out tensors: {plans} -> {len(comm._plans)}")
 
 # A message of the wrong size is an error naming the call (MPI's truncation error included).
 for sent, expected in ((8, 4), (3, 4)):

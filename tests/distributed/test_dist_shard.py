@@ -102,8 +102,42 @@ def test_gguf_shard_must_cut_whole_blocks(gguf_file):
     with pytest.raises(ShapeError, match="not a multiple of the Q4_0 block size 32"):
         svb.get_qtensor_sharded((6, 64), "w4", 1)  # 16 columns: half a Q4_0 block
     svb = dist.ShardedVarBuilder(wb.QVarBuilder.from_gguf(path), rank=1, world_size=2)
-    with pytest.raises(ShapeError, match="gives rank 1 columns 80..96 of its last dim"):
+    with pytest.raises(ShapeError, match=r"rank 1 would hold its columns 80..96 \(of 128\)"):
         svb.get_qtensor_sharded((8, 128), "w8", 1, parts=(64, 32, 32))  # 16 columns each
+
+
+@pytest.mark.parametrize("ggml_type", ["Q4_K", "Q6_K"])
+def test_kquant_shards_match_gguf_py(tmp_path, ggml_type):
+    """K-quants (256-element blocks, quantized by workbench, decoded by gguf-py): rows split
+    over any number of ranks; columns over ranks that each get whole blocks, else an error
+    naming the tensor, the block size and the world size."""
+    path = str(tmp_path / "k.gguf")
+    q = wb.QTensor.quantize(rand(8, 1024, seed=6), ggml_type)
+    writer = gguf.GGUFWriter(path, arch="tiny")
+    writer.add_tensor("w", np.ascontiguousarray(q.data), raw_dtype=GQ[ggml_type])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    (stored,) = gguf.GGUFReader(path).tensors
+    full = quants.dequantize(stored.data, stored.tensor_type).reshape(8, 1024)
+    vb = wb.QVarBuilder.from_gguf(path)
+    for world, dims in ((2, (0, 1)), (4, (0, 1)), (8, (0,))):
+        for rank in range(world):
+            for dim in dims:
+                shard = dist.ShardedVarBuilder(vb, rank=rank, world_size=world)
+                got = shard.get_qtensor_sharded((8, 1024), "w", dim)
+                assert got.ggml_dtype.name == ggml_type
+                want = np.split(full, world, axis=dim)[rank]
+                np.testing.assert_array_equal(got.dequantize().numpy(), want)
+    svb = dist.ShardedVarBuilder(vb, rank=0, world_size=8)
+    message = (
+        rf"w \({ggml_type}, shape \(8, 1024\)\) does not split over 8 ranks along its last "
+        rf"dim: rank 0 would hold 128 of its 1024 columns, not a multiple of the {ggml_type} "
+        "block size 256"
+    )
+    with pytest.raises(ShapeError, match=message):
+        svb.get_qtensor_sharded((8, 1024), "w", 1)
 
 
 @pytest.mark.parametrize("dim", [0, 1])
@@ -184,3 +218,34 @@ def test_parallel_linears_keep_gguf_weights_quantized(tmp_path):
     h = x.numpy() @ w_up.T + rand(64, seed=8)
     want = h @ w_down.T + rand(128, seed=9)
     np.testing.assert_allclose(single.numpy(), want, rtol=0.05, atol=0.05 * np.abs(want).max())
+
+
+def test_parallel_linears_keep_kquant_weights_quantized(tmp_path):
+    """Over 4 ranks: a Q4_K column-parallel up (rows split) and a Q6_K row-parallel down
+    (1024 inputs: 256 per rank, one K-quant block each) equal the single-process QLinears;
+    each rank quantizes its slice of the activations in the same blocks as one process."""
+    path = str(tmp_path / "kmlp.gguf")
+    up = wb.QTensor.quantize(rand(1024, 256, seed=11), "Q4_K")
+    down = wb.QTensor.quantize(rand(256, 1024, seed=12), "Q6_K")
+    writer = gguf.GGUFWriter(path, arch="tiny")
+    writer.add_tensor("up.weight", np.ascontiguousarray(up.data), raw_dtype=GQ.Q4_K)
+    writer.add_tensor("down.weight", np.ascontiguousarray(down.data), raw_dtype=GQ.Q6_K)
+    writer.add_tensor("down.bias", rand(256, seed=13))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    vb = wb.QVarBuilder.from_gguf(path)
+    x = wb.from_numpy(rand(3, 256, seed=14))
+    up1 = wb.QLinear.load(vb.pp("up"), 256, 1024, bias=False)
+    single = wb.QLinear.load(vb.pp("down"), 1024, 256)(up1(x).relu()).numpy()
+
+    def body(comm):
+        col = dist.ColumnParallelLinear(256, 1024, comm, vb.pp("up"), bias=False)
+        row = dist.RowParallelLinear(1024, 256, comm, vb.pp("down"))
+        assert col.local.weight.ggml_dtype.name == "Q4_K" and col.local.weight.shape == (256, 256)
+        assert row.local.weight.ggml_dtype.name == "Q6_K" and row.local.weight.shape == (256, 256)
+        return row(col(x).relu()).numpy()
+
+    for got in dist.run_threads(4, body):  # f32 sums of different order: relative to the scale
+        np.testing.assert_allclose(got, single, rtol=1e-5, atol=1e-6 * np.abs(single).max())

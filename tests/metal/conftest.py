@@ -30,3 +30,19 @@ def driver(devices, objc):
     yield d
     metal_driver.set_driver(previous)
     metal_runtime.reset()
+
+
+@pytest.fixture(params=["mps", "kernels"])
+def host(request):
+    """A fake Metal device running the generated kernels on the CPU; matmuls through the
+    fake MPS ("mps") or the dialect's tiled GEMM ("kernels")."""
+    import sys
+
+    if sys.platform == "darwin":
+        pytest.skip("on macOS the real device runs the op tables (the fake host run is Linux's)")
+    from host_metal import install_host_device
+
+    d, device, previous = install_host_device(mps=request.param == "mps")
+    yield device
+    metal_driver.set_driver(previous)
+    metal_runtime.reset()

@@ -54,16 +54,18 @@ class FakeBuffer:
 
 
 class FakeLibrary:
-    def __init__(self, names: set[str]):
+    def __init__(self, names: set[str], source: str = ""):
         self.names = names
+        self.source = source
 
     def newFunctionWithName_(self, name):  # noqa: N802
-        return SimpleNamespace(name=name) if name in self.names else None
+        return SimpleNamespace(name=name, source=self.source) if name in self.names else None
 
 
 class FakePipeline:
-    def __init__(self, name: str):
+    def __init__(self, name: str, source: str = ""):
         self.name = name
+        self.source = source
 
     def maxTotalThreadsPerThreadgroup(self) -> int:  # noqa: N802
         return 1024
@@ -76,7 +78,7 @@ class FakeComputeEncoder:
         self.ended = False
 
     def setComputePipelineState_(self, pipeline):  # noqa: N802
-        self.state["pipeline"] = pipeline.name
+        self.state["pipeline"] = pipeline
 
     def setBuffer_offset_atIndex_(self, buffer, offset, slot):  # noqa: N802
         self.state["buffers"][slot] = (buffer, offset)
@@ -150,8 +152,13 @@ class FakeCommandBuffer:
             if item[0] == "copy":
                 _, src, so, dst, do, size = item
                 dst.memory[do : do + size] = src.memory[so : so + size]
+            elif item[0] == "mps":
+                item[1]()
             else:
                 device.dispatched.append(item)
+                if device.executor is not None:
+                    _, state, groups, threads = item
+                    device.executor(state, groups, threads)
         self.start = device.clock
         device.clock += 0.001 * max(1, len(self.work))  # 1 ms a command
         self.end = device.clock
@@ -190,6 +197,8 @@ class FakeDevice:
         self.dispatched: list[tuple] = []
         self.compiled: list[str] = []
         self.clock = 100.0
+        self.executor = None  # runs a dispatch: executor(state, groups, threads)
+        self.mps_runs = 0
 
     def name(self):
         return self._name
@@ -218,10 +227,10 @@ class FakeDevice:
         self.compiled.append(source)
         if "#error" in source:
             return None, FakeError("program_source:1:2: error: a deliberate error")
-        return FakeLibrary(kernel_names(source)), None
+        return FakeLibrary(kernel_names(source), source), None
 
     def newComputePipelineStateWithFunction_error_(self, function, error):  # noqa: N802
-        return FakePipeline(function.name), None
+        return FakePipeline(function.name, function.source), None
 
 
 def kernel_names(source: str) -> set[str]:
@@ -278,3 +287,99 @@ class FakeObjc:
             yield
         finally:
             self.depth -= 1
+
+
+MPSDataTypeFloat32 = 0x10000020
+MPSDataTypeFloat16 = 0x10000010
+
+
+class FakeMatrixDescriptor:
+    def __init__(self, rows, cols, matrices, row_bytes, matrix_bytes, data_type):
+        self.rows, self.cols, self.matrices = rows, cols, matrices
+        self.row_bytes, self.matrix_bytes, self.data_type = row_bytes, matrix_bytes, data_type
+
+    @classmethod
+    def matrixDescriptorWithRows_columns_matrices_rowBytes_matrixBytes_dataType_(  # noqa: N802
+        cls, rows, cols, matrices, row_bytes, matrix_bytes, data_type
+    ):
+        return cls(rows, cols, matrices, row_bytes, matrix_bytes, data_type)
+
+
+class FakeMatrix:
+    @classmethod
+    def alloc(cls):
+        return cls()
+
+    def initWithBuffer_offset_descriptor_(self, buffer, offset, descriptor):  # noqa: N802
+        self.buffer, self.offset, self.descriptor = buffer, offset, descriptor
+        return self
+
+    def array(self, batch: int):
+        """The matrices as a strided numpy view of the buffer's bytes."""
+        import numpy as np
+
+        d = self.descriptor
+        dtype = np.dtype(np.float32 if d.data_type == MPSDataTypeFloat32 else np.float16)
+        assert d.row_bytes % dtype.itemsize == 0 and d.matrix_bytes % dtype.itemsize == 0
+        assert d.matrices >= batch and d.cols * dtype.itemsize <= d.row_bytes
+        flat = np.frombuffer(self.buffer.memory, np.uint8)
+        return np.lib.stride_tricks.as_strided(
+            flat[self.offset :].view(dtype),
+            (batch, d.rows, d.cols),
+            (d.matrix_bytes, d.row_bytes, dtype.itemsize),
+        )
+
+
+class FakeMatrixMultiplication:
+    """``MPSMatrixMultiplication``: C = op(A) op(B) · alpha + beta C, in f32, with numpy."""
+
+    @classmethod
+    def alloc(cls):
+        return cls()
+
+    def initWithDevice_transposeLeft_transposeRight_resultRows_resultColumns_interiorColumns_alpha_beta_(  # noqa: E501, N802
+        self, device, ta, tb, m, n, k, alpha, beta
+    ):
+        self.device, self.ta, self.tb = device, ta, tb
+        self.m, self.n, self.k, self.alpha, self.beta = m, n, k, alpha, beta
+        self.batch = 1
+        return self
+
+    def setBatchSize_(self, batch):  # noqa: N802
+        self.batch = batch
+
+    def encodeToCommandBuffer_leftMatrix_rightMatrix_resultMatrix_(self, cb, a, b, c):  # noqa: N802
+        assert not cb.committed
+
+        def run():
+            import numpy as np
+
+            x, y = a.array(self.batch), b.array(self.batch)
+            x = np.swapaxes(x, 1, 2) if self.ta else x
+            y = np.swapaxes(y, 1, 2) if self.tb else y
+            assert x.shape[1:] == (self.m, self.k) and y.shape[1:] == (self.k, self.n)
+            out = c.array(self.batch)
+            prod = self.alpha * np.matmul(x.astype(np.float32), y.astype(np.float32))
+            if self.beta:
+                prod += self.beta * out.astype(np.float32)
+            writable = np.lib.stride_tricks.as_strided(
+                np.frombuffer(c.buffer.memory, np.uint8)[c.offset :].view(out.dtype),
+                out.shape,
+                out.strides,
+                writeable=True,
+            )
+            writable[...] = prod
+            self.device.mps_runs += 1
+
+        cb.work.append(("mps", run))
+
+
+def fake_mps() -> SimpleNamespace:
+    """A ``MetalPerformanceShaders`` module with the matrix product only."""
+    return SimpleNamespace(
+        MPSDataTypeFloat32=MPSDataTypeFloat32,
+        MPSDataTypeFloat16=MPSDataTypeFloat16,
+        MPSMatrixDescriptor=FakeMatrixDescriptor,
+        MPSMatrix=FakeMatrix,
+        MPSMatrixMultiplication=FakeMatrixMultiplication,
+    )

@@ -20,7 +20,7 @@ UNIQUE_ID_BYTES = 128  # NCCL_UNIQUE_ID_BYTES
 SUCCESS, IN_PROGRESS = 0, 7
 # ncclDataType_t (NCCL has no int16 and no bool: bool travels as uint8).
 DATATYPES = {
-    dt.bool_: 1, dt.u8: 1, dt.i32: 2, dt.u32: 3, dt.i64: 4,
+    dt.bool_: 1, dt.i8: 0, dt.u8: 1, dt.i32: 2, dt.u32: 3, dt.i64: 4,
     dt.f16: 6, dt.f32: 7, dt.f64: 8, dt.bf16: 9,
 }  # fmt: skip
 REDUCE_OPS = {"sum": 0, "max": 2, "min": 3, "mean": 4}  # ncclSum, ncclMax, ncclMin, ncclAvg

@@ -26,9 +26,9 @@ _NOT_READY = 600  # CUDA_ERROR_NOT_READY
 class _CudaStreams:
     """The few CUDA driver calls for a communicator's own stream."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str = "libcuda.so.1") -> None:
         try:
-            self.lib = ctypes.CDLL("libcuda.so.1")
+            self.lib = ctypes.CDLL(path)
         except OSError as e:
             raise DistributedError(f"NCCL needs the CUDA driver (libcuda.so.1): {e}") from None
 

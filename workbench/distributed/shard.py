@@ -110,11 +110,18 @@ def shard_qtensor(q: QTensor, shard: Shard, name: str = "tensor") -> QTensor:
         gd = q.ggml_dtype
         bad = [r for r in kept if r.start % gd.block_size or len(r) % gd.block_size]
         if bad:
+            cols = q.shape[-1]
+            held = (
+                f"{len(bad[0])} of its {cols} columns"
+                if len(kept) == 1
+                else f"its columns {bad[0].start}..{bad[0].stop} (of {cols})"
+            )
             raise ShapeError(
-                f"Shard: {name} ({gd.name}, shape {q.shape}) split over {shard.world_size} ranks "
-                f"gives rank {shard.rank} columns {bad[0].start}..{bad[0].stop} of its last dim, "
-                f"not a multiple of the {gd.name} block size {gd.block_size}: use fewer ranks, "
-                "or a file whose type has smaller blocks (F32, F16, Q8_0)"
+                f"Shard: {name} ({gd.name}, shape {q.shape}) does not split over "
+                f"{shard.world_size} ranks along its last dim: rank {shard.rank} would hold "
+                f"{held}, not a multiple of the {gd.name} block size {gd.block_size}; use a "
+                "world size that leaves whole blocks on each rank, or a file whose type has "
+                "smaller blocks (F32, F16, Q8_0)"
             )
         blocks = [rows[:, gd.row_bytes(r.start) : gd.row_bytes(r.stop)] for r in kept]
         axis = 1

@@ -38,6 +38,8 @@ class _ParallelLinear(Module):
     quantized (``.local``, a ``QLinear``) when the file stores a block type."""
 
     split_dim: int  # of W (out, in): 0 splits the outputs, 1 the inputs
+    weight: Tensor | None  # this rank's block of W; None when ``local`` holds it quantized
+    bias: Tensor | None
 
     def __init__(
         self,
@@ -132,7 +134,9 @@ class RowParallelLinear(_ParallelLinear):
         return y if self.bias is None else y + self.bias
 
 
-def shard_linear(linear: Linear, comm: Communicator, style: str, **kwargs) -> Module:
+def shard_linear(
+    linear: Linear, comm: Communicator, style: str, **kwargs
+) -> ColumnParallelLinear | RowParallelLinear:
     """A column- (``style="column"``) or row-parallel (``"row"``) copy of a full ``Linear``."""
     state = {"weight": linear.weight.detach()}
     if linear.bias is not None:

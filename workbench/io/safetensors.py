@@ -17,8 +17,8 @@ cannot hold (more than 64 dims, or dims whose product overflows) raises when it 
 Parsing costs a bounded amount of memory per header byte (``TensorInfo`` has slots; the JSON
 tree is freed entry by entry as it is checked).
 Reading maps the file (``mmap``, read-only): a CPU tensor in a dtype workbench has is a view
-of the mapping, no copy. ``I8``/``U16``/``U64`` are widened to i16/i32/i64 and ``F8_*`` to
-bf16 (exactly), which copies. Writing pads the header to 8 bytes and orders tensors by
+of the mapping, no copy. ``U16``/``U64`` are widened to i32/i64 and ``F8_*`` to bf16
+(exactly), which copies. Writing pads the header to 8 bytes and orders tensors by
 decreasing item size, so every tensor starts aligned to its own item size.
 """
 
@@ -31,7 +31,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 
@@ -67,11 +67,11 @@ FILE_DTYPES: dict[str, np.dtype] = LazyValues({
 })  # fmt: skip
 # File dtypes without a workbench twin, and the type they load as (exact for every value
 # except U64 above 2**63 - 1).
-WIDENED = {"I8": dt.i16, "U16": dt.i32, "U64": dt.i64, "F8_E4M3": dt.bf16, "F8_E5M2": dt.bf16}
+WIDENED = {"U16": dt.i32, "U64": dt.i64, "F8_E4M3": dt.bf16, "F8_E5M2": dt.bf16}
 # workbench dtype name -> safetensors dtype name (every workbench dtype can be written).
 NAME_BY_DTYPE = {
-    "bool": "BOOL", "u8": "U8", "u32": "U32", "i16": "I16", "i32": "I32", "i64": "I64",
-    "f16": "F16", "bf16": "BF16", "f32": "F32", "f64": "F64",
+    "bool": "BOOL", "u8": "U8", "u32": "U32", "i8": "I8", "i16": "I16", "i32": "I32",
+    "i64": "I64", "f16": "F16", "bf16": "BF16", "f32": "F32", "f64": "F64",
 }  # fmt: skip
 _DTYPE_BY_NAME = {v: dt.dtype(k) for k, v in NAME_BY_DTYPE.items()}
 
@@ -411,6 +411,20 @@ def open_safetensors(source) -> SafetensorsFile | ShardedSafetensors:
     if path.name.endswith(".json"):
         return ShardedSafetensors(path)
     return SafetensorsFile(path)
+
+
+@overload
+def load_safetensors(
+    path, device: Device | str | None = None, with_metadata: Literal[False] = False
+) -> dict[str, Tensor]: ...
+@overload
+def load_safetensors(
+    path, device: Device | str | None = None, *, with_metadata: Literal[True]
+) -> tuple[dict[str, Tensor], dict[str, str]]: ...
+@overload
+def load_safetensors(
+    path, device: Device | str | None = None, with_metadata: bool = False
+) -> dict[str, Tensor] | tuple[dict[str, Tensor], dict[str, str]]: ...
 
 
 def load_safetensors(

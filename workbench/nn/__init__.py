@@ -40,7 +40,7 @@ from .activation import (
 )
 from .attention import MultiheadAttention
 from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .data import Batcher
 from .dropout import Dropout
 from .embedding import Embedding
@@ -62,10 +62,16 @@ from .norm import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm, RmsNo
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
     Upsample,
 )
 from .rnn import GRU, LSTM
@@ -74,13 +80,16 @@ from .var_builder import VarBuilder, VarBuilderError, VarMap
 F = functional
 
 __all__ = [
-    "Activation", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AvgPool1d", "AvgPool2d",
+    "Activation", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "AvgPool1d", "AvgPool2d",
+    "AvgPool3d",
     "BCELoss", "BCEWithLogitsLoss", "Batcher", "BatchNorm1d", "BatchNorm2d", "CELU", "Cache",
-    "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout",
+    "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "CrossEntropyLoss", "Dropout",
     "ELU", "Embedding", "F", "Flatten", "GELU", "GLU", "GRU", "GroupNorm", "HardSigmoid",
     "HardSwish", "Hardtanh", "HuberLoss", "Identity", "IncompatibleKeys", "KLDivLoss",
     "KvCache", "L1Loss", "LSTM", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid",
-    "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "Mish", "Module", "ModuleDict",
+    "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d", "MaxPool3d", "Mish", "Module", "ModuleDict",
     "ModuleList", "MultiheadAttention", "NLLLoss", "PReLU", "QuickGELU", "RMSNorm", "ReLU",
     "ReLU2", "ReLU6", "RmsNorm", "RotatingCache", "RotatingKvCache", "SELU", "SiLU", "Sequential",
     "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Softsign", "StateDictError", "SwiGLU",

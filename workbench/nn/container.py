@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 from .module import Module
+
+if TYPE_CHECKING:  # a default for the type parameter (PEP 696): ``ModuleList()`` is of Module
+    from typing_extensions import TypeVar
+
+    M = TypeVar("M", bound=Module, default=Module)
+else:
+    from typing import TypeVar
+
+    M = TypeVar("M", bound=Module)
 
 
 class Sequential(Module):
@@ -32,6 +41,10 @@ class Sequential(Module):
         self.register_module(str(len(self._modules)), module)
         return self
 
+    @overload
+    def __getitem__(self, index: int) -> Module: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequential: ...
     def __getitem__(self, index: int | slice) -> Module | Sequential:
         items = list(self.named_children())
         if isinstance(index, slice):
@@ -45,38 +58,45 @@ class Sequential(Module):
         return iter(self.children())
 
 
-class ModuleList(Module):
-    """A list of modules, registered as children ``"0"``, ``"1"``, ... (no ``forward``)."""
+class ModuleList(Module, Generic[M]):
+    """A list of modules, registered as children ``"0"``, ``"1"``, ... (no ``forward``).
 
-    def __init__(self, modules: Iterable[Module] = ()):
+    Typed by its items: ``ModuleList([Block(), Block()])`` is a ``ModuleList[Block]``, so
+    ``layers[0].attn`` type-checks."""
+
+    def __init__(self, modules: Iterable[M] = ()):
         super().__init__()
         for module in modules:
             self.append(module)
 
-    def append(self, module: Module) -> ModuleList:
+    def append(self, module: M) -> ModuleList[M]:
         self.register_module(str(len(self._modules)), module)
         return self
 
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
+    def extend(self, modules: Iterable[M]) -> ModuleList[M]:
         for module in modules:
             self.append(module)
         return self
 
-    def __getitem__(self, index: int | slice) -> Module | ModuleList:
-        items = list(self.children())
+    @overload
+    def __getitem__(self, index: int) -> M: ...
+    @overload
+    def __getitem__(self, index: slice) -> ModuleList[M]: ...
+    def __getitem__(self, index: int | slice) -> M | ModuleList[M]:
+        items = cast("list[M]", list(self.children()))
         if isinstance(index, slice):
             return ModuleList(items[index])
         return items[index]
 
-    def __setitem__(self, index: int, module: Module) -> None:
+    def __setitem__(self, index: int, module: M) -> None:
         name = str(range(len(self))[index])
         self.register_module(name, module)
 
     def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self.children())
+    def __iter__(self) -> Iterator[M]:
+        return cast("Iterator[M]", self.children())
 
 
 class ModuleDict(Module):

@@ -17,6 +17,9 @@ class Linear(Module):
     ``vb``, the weights are ``vb.get((out, in), "weight")`` and ``vb.get((out,), "bias")``.
     """
 
+    weight: Tensor
+    bias: Tensor | None
+
     def __init__(
         self,
         in_features: int,

@@ -1,4 +1,4 @@
-"""Convolutions, plain and transposed, 1-d and 2-d, with PyTorch's arguments and gradients.
+"""Convolutions, plain and transposed, 1-d, 2-d and 3-d, with PyTorch's arguments and gradients.
 
 Shapes: x (N, C, L) or (N, C, H, W) (an unbatched (C, ...) input works too); a convolution's
 weight is (O, C/groups, k...), a transposed convolution's (C, O/groups, k...).
@@ -6,7 +6,9 @@ weight is (O, C/groups, k...), a transposed convolution's (C, O/groups, k...).
 The gradients close the loop on three storage methods: the input gradient of a convolution is
 a transposed convolution of the output gradient, the input gradient of a transposed
 convolution is a convolution, and both weight gradients come from ``conv2d_backward_weight``.
-1-d ops run the 2-d storage methods on a unit-height view (no copy).
+1-d ops run the 2-d storage methods on a unit-height view (no copy); 3-d ops are sums of
+2-d ones over the kernel's depth taps (so every device with conv2d runs them, gradients
+included).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from ..backends.conv_params import ConvParams
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from ._helpers import describe, new, same_device
+from .creation import zeros_like
+from .shape import pad_with_zeros, stack
 
 
 # -- argument normalisation ------------------------------------------------------------
@@ -45,7 +49,7 @@ def _check_operands(name: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor 
     kind = "(O, C/groups, k...)" if "transpose" not in name else "(C, O/groups, k...)"
     if x.ndim not in (nd + 1, nd + 2):
         raise ShapeError(
-            f"{name}: expected a {nd + 2}-d input (N, C, {'L' if nd == 1 else 'H, W'}) or an "
+            f"{name}: expected a {nd + 2}-d input (N, C, {('L', 'H, W', 'D, H, W')[nd - 1]}) or an "
             f"unbatched {nd + 1}-d one, found {describe(x)}"
         )
     if weight.ndim != nd + 2:
@@ -186,6 +190,16 @@ def _conv(name: str, nd: int, x, weight, bias, stride, padding, dilation, groups
                 f"than the padded input (padding {padding!r}): input {describe(x)}, "
                 f"weight {describe(weight)}"
             )
+    if nd == 3:
+        out = _conv3d_by_planes(x, weight, bias, stride, pads, dilation, groups)
+    else:
+        out = _conv_checked(name, nd, x, weight, bias, stride, pads, dilation, groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def _conv_checked(name, nd, x, weight, bias, stride, pads, dilation, groups) -> Tensor:
+    """The 1-d/2-d convolution of checked operands (x batched, ``pads`` (before, after) per
+    dim), with its gradients."""
     stride2 = _as2d(nd, stride, 1)
     dilation2 = _as2d(nd, dilation, 1)
     pads2 = _as2d(nd, pads, (0, 0))
@@ -203,8 +217,7 @@ def _conv(name: str, nd: int, x, weight, bias, stride, padding, dilation, groups
             gb = _bias_grad(g)
         return gx, gw, gb
 
-    out = record(out, name, (x, weight, bias), backward, saved=(x, weight))
-    return out.squeeze(0) if unbatched else out
+    return record(out, name, (x, weight, bias), backward, saved=(x, weight))
 
 
 @op
@@ -246,6 +259,63 @@ def conv2d(
     return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
 
 
+@op
+def conv3d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
+    """3-d convolution (cross-correlation), as ``torch.nn.functional.conv3d``.
+
+    x: (N, C, D, H, W), weight: (O, C/groups, kd, kh, kw), bias: (O,) -> (N, O, Do, Ho, Wo),
+    y[n, o, t, h, w] = b[o] + Σ_{c, a, i, j} w[o, c, a, i, j] · x_pad[n, g(o)·C/groups + c,
+    s·t + d·a, s·h + d·i, s·w + d·j], sizes as ``conv2d``'s. ``padding``: int, 3 ints, "same"
+    or "valid". Computed as Σ_a conv2d(planes s·t + d·a of x, w[:, :, a]) (see
+    ``_conv3d_by_planes``), so the gradients are conv2d's.
+    """
+    return _conv("conv3d", 3, x, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv3d_by_planes(x, weight, bias, stride, pads, dilation, groups) -> Tensor:
+    """conv3d as kd 2-d convolutions: y[:, :, t] = Σ_a conv2d(x_pad[:, :, s·t + d·a], w[:, :, a]).
+
+    The depth dim moves next to the batch (one copy, padded along D there), so the planes of
+    every tap a are one strided slice, batched as N·Do images of one conv2d call.
+    """
+    (lo, hi), sd, dd = pads[0], stride[0], dilation[0]
+    n, c, d, h, w = x.shape
+    kd = weight.shape[2]
+    do = (d + lo + hi - dd * (kd - 1) - 1) // sd + 1
+    depth_major = x.permute(0, 2, 1, 3, 4)  # (N, D, C, H, W)
+    if lo or hi:
+        depth_major = _pad_dim1(depth_major, lo, hi)
+    total = None
+    for a in range(kd):
+        start = a * dd
+        planes = depth_major[:, start : start + sd * (do - 1) + 1 : sd].reshape(n * do, c, h, w)
+        y = _conv_checked("conv3d", 2, planes, weight[:, :, a], None, stride[1:], pads[1:],
+                          dilation[1:], groups)  # fmt: skip
+        total = y if total is None else total + y
+    o, ho, wo = total.shape[1:]
+    out = total.reshape(n, do, o, ho, wo).permute(0, 2, 1, 3, 4)
+    if bias is not None:
+        out = out + bias.reshape(o, 1, 1, 1)
+    return out.contiguous()
+
+
+def _pad_dim1(x: Tensor, before: int, after: int) -> Tensor:
+    """Zeros before/after along dim 1 (a negative amount crops)."""
+    if before < 0:
+        x, before = x.narrow(1, -before, x.shape[1] + before), 0
+    if after < 0:
+        x, after = x.narrow(1, 0, x.shape[1] + after), 0
+    return pad_with_zeros(x, 1, before, after)
+
+
 # -- transposed convolution ------------------------------------------------------------
 def _conv_transpose(
     name, nd, x, weight, bias, stride, padding, output_padding, groups, dilation
@@ -278,6 +348,11 @@ def _conv_transpose(
             f"{name}: the output size {size} is not positive for input {describe(x)}, weight "
             f"{describe(weight)}, stride {stride}, padding {padding}, dilation {dilation}"
         )
+    if nd == 3:
+        out = _conv_transpose3d_by_planes(
+            x, weight, bias, stride, padding, output_padding, groups, dilation, size
+        )
+        return out.squeeze(0) if unbatched else out
     stride2 = _as2d(nd, stride, 1)
     dilation2 = _as2d(nd, dilation, 1)
     padding2 = _as2d(nd, padding, 0)
@@ -354,3 +429,57 @@ def conv_transpose2d(
     return _conv_transpose(
         "conv_transpose2d", 2, x, weight, bias, stride, padding, output_padding, groups, dilation
     )
+
+
+@op
+def conv_transpose3d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups: int = 1,
+    dilation=1,
+) -> Tensor:
+    """3-d transposed convolution, as ``torch.nn.functional.conv_transpose3d``: the gradient
+    of ``conv3d`` with respect to its input.
+
+    x: (N, C, D, H, W), weight: (C, O/groups, kd, kh, kw) -> (N, O, Do, Ho, Wo),
+    Do = (D - 1)·s - 2p + d·(kd-1) + output_padding + 1 (and the same for H, W).
+    """
+    return _conv_transpose(
+        "conv_transpose3d", 3, x, weight, bias, stride, padding, output_padding, groups, dilation
+    )
+
+
+def _conv_transpose3d_by_planes(
+    x, weight, bias, stride, padding, output_padding, groups, dilation, size
+) -> Tensor:
+    """Each input plane t, through tap a, lands on output plane s·t + d·a - p:
+    y[:, :, s·t + d·a - p] += conv_transpose2d(x[:, :, t], w[:, :, a]). Per tap, one batched
+    conv_transpose2d of all N·D planes; its result is spread s apart along D (zeros between)
+    and shifted into place by a pad (negative: a crop)."""
+    n, c, d, h, w = x.shape
+    kd = weight.shape[2]
+    sd, pd, dd = stride[0], padding[0], dilation[0]
+    depth = size[0]
+    planes = x.permute(0, 2, 1, 3, 4).reshape(n * d, c, h, w)
+    span = sd * (d - 1) + 1
+    total = None
+    for a in range(kd):
+        y = _conv_transpose("conv_transpose3d", 2, planes, weight[:, :, a], None, stride[1:],
+                            padding[1:], output_padding[1:], groups, dilation[1:])  # fmt: skip
+        o, ho, wo = y.shape[1:]
+        y = y.reshape(n, d, o, ho, wo)
+        if sd > 1:  # interleave sd - 1 zero planes
+            zeros = zeros_like(y)
+            y = stack([y] + [zeros] * (sd - 1), 2).reshape(n, d * sd, o, ho, wo)
+            y = y[:, :span]
+        shift = a * dd - pd
+        y = _pad_dim1(y, shift, depth - shift - span)
+        total = y if total is None else total + y
+    out = total.permute(0, 2, 1, 3, 4)
+    if bias is not None:
+        out = out + bias.reshape(-1, 1, 1, 1)
+    return out.contiguous()

@@ -56,7 +56,7 @@ def from_numpy(array: np.ndarray, device: Device | str | None = None) -> Tensor:
     """A tensor over ``array``'s memory: no copy on the CPU, strided arrays (``a.T``,
     ``a[:, ::2]``, ``np.broadcast_to``) included; arrays with negative strides are copied.
 
-    numpy types without an exact twin are converted: int8 to i16, uint16 to i32, uint64 to i64.
+    numpy types without an exact twin are converted: uint16 to i32, uint64 to i64.
     """
     array = np.asarray(array)
     dtype = dt.widened_from_numpy(array.dtype)

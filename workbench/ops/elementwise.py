@@ -11,7 +11,7 @@ from .. import dtype as dt
 from .._oprecord import HOOK, hot_op, op
 from ..autograd import GRAD_ENABLED, record
 from ..dtype import DType
-from ..errors import DivisionByZero, DTypeError
+from ..errors import DivisionByZero, DTypeError, DTypeNotImplemented
 from ..layout import Layout
 from ..tensor import Tensor, make
 from ._helpers import broadcast_shapes, describe, new, promote, scalar_operand, sum_to_shape
@@ -580,6 +580,8 @@ def remainder(a, b) -> Tensor:
 
 @op
 def atan2(a, b) -> Tensor:
+    """The angle of the point (b, a), in (-π, π]; integers give floats, as PyTorch."""
+    a, b = (_float_operand(v) for v in (a, b))
     return _binary("atan2", a, b, _atan2_grad)
 
 
@@ -616,6 +618,24 @@ def _float_operand(v):
 
 
 # -- bitwise -------------------------------------------------------------------------------
+def _result_dtype(name: str, a, b) -> DType:
+    """The dtype ``a op b`` computes in (one of them a tensor), by the promotion rules."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return dt.promote_types(a.dtype, b.dtype)
+    t, s = (a, b) if isinstance(a, Tensor) else (b, a)
+    _check_scalar(name, t, s)
+    return dt.result_type_with_scalar(t.dtype, s)
+
+
+def _not_for_dtype(name: str, dtype: DType, expected: str, a, b=None) -> DTypeNotImplemented:
+    """PyTorch's "not implemented for 'Float'": a NotImplementedError that is a DTypeError."""
+    found = " and ".join(describe(v) if isinstance(v, Tensor) else repr(v) for v in (a, b)
+                         if v is not None)  # fmt: skip
+    return DTypeNotImplemented(
+        f"{name}: not implemented for {dtype.name}; expected {expected}, found {found}"
+    )
+
+
 def _bitwise(name: str, logical_name: str, a, b) -> Tensor:
     """Integer operands combine bit by bit; bools stay logical (as in Python and PyTorch)."""
     tensors = [v for v in (a, b) if isinstance(v, Tensor)]
@@ -625,10 +645,9 @@ def _bitwise(name: str, logical_name: str, a, b) -> Tensor:
         and all(isinstance(v, Tensor | bool) for v in (a, b))
     ):
         return _binary(logical_name, a, b, None)
-    for v in (a, b):
-        if _is_float(v):
-            found = describe(v) if isinstance(v, Tensor) else repr(v)
-            raise DTypeError(f"{name}: expected integer or bool operands, found {found}")
+    dtype = _result_dtype(name, a, b) if tensors else None
+    if dtype is not None and dtype.is_floating_point:
+        raise _not_for_dtype(name, dtype, "integer or bool operands", a, b)
     return _binary(name, a, b, None)  # (a bool tensor meeting an int one counts as 0/1)
 
 
@@ -653,19 +672,20 @@ def bitwise_not(x: Tensor) -> Tensor:
     if x.dtype.is_bool:
         return logical_not(x)
     if x.dtype.is_floating_point:
-        raise DTypeError(f"bitwise_not: expected an integer or bool tensor, found {describe(x)}")
+        raise _not_for_dtype("bitwise_not", x.dtype, "an integer or bool tensor", x)
     return _unary("bitwise_not", x, None, float_only=False)
 
 
 def _shift(name: str, a, b) -> Tensor:
-    for v in (a, b):
-        if (
-            (v.dtype.is_floating_point or v.dtype.is_bool)
-            if isinstance(v, Tensor)
-            else (not isinstance(v, int) or isinstance(v, bool))
-        ):
-            found = describe(v) if isinstance(v, Tensor) else repr(v)
-            raise DTypeError(f"{name}: expected integer operands, found {found}")
+    """Shifts in the promoted integer dtype: a bool tensor shifted by an int is shifted as
+    i64 (as in PyTorch); bools alone and floats have no shift."""
+    dtype = _result_dtype(name, a, b)
+    if not dtype.is_integer:
+        raise _not_for_dtype(name, dtype, "integer operands", a, b)
+    a, b = (
+        (to_dtype(v, dtype) if v.dtype.is_bool else v) if isinstance(v, Tensor) else int(v)
+        for v in (a, b)
+    )
     return _binary(name, a, b, None)
 
 

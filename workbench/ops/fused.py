@@ -15,6 +15,7 @@ import math
 from .. import dtype as dt
 from .._oprecord import op
 from ..autograd import record
+from ..backends.base import supports
 from ..errors import DTypeError, ShapeError, WorkbenchError
 from ..layout import Layout
 from ..tensor import Tensor
@@ -71,6 +72,18 @@ def _norm_grad(gxhat: Tensor, xhat: Tensor, rstd: Tensor, dims, center: bool) ->
     return inner * rstd
 
 
+def _fused_norm_grad(x, layout, g, w, w_layout, mean, rstd) -> Tensor | None:
+    """dL/dx of layer_norm (``mean`` given) or rms_norm over the last dim of ``layout`` in one
+    backend pass from the forward's statistic storages, or None where the device has none."""
+    if not supports(x._storage, "norm_backward") or g.dtype != x.dtype:
+        return None
+    g, g_layout = _layout_as(g, layout.shape)
+    gx = x._storage.norm_backward(
+        layout, g._storage, g_layout, _storage_of(w), w_layout, mean, rstd
+    )
+    return new(gx, g.shape, x.dtype, x.device)
+
+
 def _grad_to(g: Tensor | None, t: Tensor) -> Tensor | None:
     return None if g is None else cast(g, t.dtype)
 
@@ -80,6 +93,14 @@ def _along(method: str, x: Tensor, dim: int) -> Tensor:
     """The backend's ``method`` along ``dim`` (a 0-d tensor is run as shape (1,))."""
     layout = x._layout if x.ndim else x._layout.reshape((1,))
     return new(getattr(x._storage, method)(layout, dim), x.shape, x.dtype, x.device)
+
+
+def _softmax_grad(y: Tensor, g: Tensor, dim: int, log: bool) -> Tensor | None:
+    """dL/dx of (log_)softmax in one backend pass, or None where the device has no such pass."""
+    if not supports(y._storage, "softmax_backward") or g.dtype != y.dtype:
+        return None
+    gx = y._storage.softmax_backward(y._layout, g._storage, g._layout, dim, log)
+    return new(gx, y.shape, y.dtype, y.device)
 
 
 @op
@@ -96,7 +117,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     def backward(g: Tensor):
         if x.ndim == 0:  # softmax of a scalar is the constant 1
             return (g * 0.0,)
-        return (y * (g - (g * y).sum(dim, keepdim=True)),)
+        fused = _softmax_grad(y, g, dim, log=False)
+        return (y * (g - (g * y).sum(dim, keepdim=True)) if fused is None else fused,)
 
     return record(out, "softmax", (x,), backward, saved=(y,))
 
@@ -115,7 +137,8 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     def backward(g: Tensor):
         if x.ndim == 0:  # log_softmax of a scalar is the constant 0
             return (g * 0.0,)
-        return (g - y.exp() * g.sum(dim, keepdim=True),)
+        fused = _softmax_grad(y, g, dim, log=True)
+        return (g - y.exp() * g.sum(dim, keepdim=True) if fused is None else fused,)
 
     return record(out, "log_softmax", (x,), backward, saved=(y,))
 
@@ -158,11 +181,17 @@ def layer_norm(
     dims = tuple(range(len(lead), x.ndim))
     lead_dims = tuple(range(len(lead)))
 
-    def backward(g: Tensor):
-        g = cast(g, cdt)
-        xhat = (cast(x, cdt) - mean) * rstd
-        gx = gw = gb = None
-        if x.requires_grad:
+    def backward(g_out: Tensor):
+        g = cast(g_out, cdt)
+        gw = gb = None
+        gx = (
+            _fused_norm_grad(x, layout, g_out, w, w_layout, mean_s, rstd_s)
+            if x.requires_grad
+            else None
+        )
+        w_grad = w is not None and w.requires_grad
+        xhat = (cast(x, cdt) - mean) * rstd if w_grad or (x.requires_grad and gx is None) else None
+        if x.requires_grad and gx is None:
             gxhat = g if w is None else g * cast(w, cdt).reshape(shape)
             gx = _norm_grad(gxhat, xhat, rstd, dims, center=True)
         if w is not None and w.requires_grad:
@@ -196,11 +225,17 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     rstd = new(rstd_s, (*x.shape[:-1], 1), cdt, x.device)
     lead_dims = tuple(range(x.ndim - 1))
 
-    def backward(g: Tensor):
-        g = cast(g, cdt)
-        xhat = cast(x, cdt) * rstd
-        gx = gw = None
-        if x.requires_grad:
+    def backward(g_out: Tensor):
+        g = cast(g_out, cdt)
+        gw = None
+        gx = (
+            _fused_norm_grad(x, x._layout, g_out, w, w_layout, None, rstd_s)
+            if x.requires_grad
+            else None
+        )
+        w_grad = w is not None and w.requires_grad
+        xhat = cast(x, cdt) * rstd if w_grad or (x.requires_grad and gx is None) else None
+        if x.requires_grad and gx is None:
             gxhat = g if w is None else g * cast(w, cdt)
             gx = _norm_grad(gxhat, xhat, rstd, -1, center=False)
         if w is not None and w.requires_grad:

@@ -1,15 +1,20 @@
 """Pooling, upsampling and padding, with PyTorch's arguments and gradients.
 
-Shapes: x (N, C, L) or (N, C, H, W) (an unbatched (C, ...) input works too). 1-d ops run the
-2-d storage methods on a unit-height view (no copy). Gradients: max pooling routes each output
-gradient to the argmax kept from the forward pass; average pooling spreads it over the window;
-nearest upsampling sums over each replicated block; bilinear upsampling is the transposed
-interpolation; a constant pad's gradient is a narrow (a view) of the output gradient.
+Shapes: x (N, C, L), (N, C, H, W) or (N, C, D, H, W) (an unbatched (C, ...) input works too).
+1-d ops run the 2-d storage methods on a unit-height view (no copy); 3-d max/avg pooling is
+separable, a 2-d pool of each (H, W) plane then a (kd, 1) one along D; adaptive 3-d averages
+are ``resample``'s "area" maps; adaptive max pooling gathers its windows with
+``index_select`` (so every device with those ops runs them). Gradients: max pooling routes each
+output gradient to the argmax kept from the forward pass; average pooling spreads it over the
+window; nearest upsampling sums over each replicated block; bilinear upsampling is the
+transposed interpolation; a constant pad's gradient is a narrow (a view) of the output gradient.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from .. import dtype as dt
 from .._oprecord import op
@@ -20,6 +25,9 @@ from ..tensor import Tensor
 from . import resample
 from ._helpers import describe, new
 from .conv import _as2d, _ints, _layout2d
+from .creation import arange, tensor
+from .elementwise import div, where
+from .indexing import gather
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -70,8 +78,14 @@ def _pool_output(name, x, kernel, stride, padding, dilation, ceil_mode) -> tuple
 
 
 # -- max pooling -----------------------------------------------------------------------
+def _no_bool(name: str, x: Tensor) -> None:
+    if x.dtype.is_bool:
+        raise DTypeError(f"{name}: expected a number tensor, found {describe(x)}")
+
+
 def _max_pool(name, nd, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     x, unbatched = _spatial(name, nd, x, float_only=False)  # integers pool too, as PyTorch
+    _no_bool(name, x)
     kernel = _ints(name, "kernel_size", kernel_size, nd, 1)
     stride = _stride(name, stride, kernel)
     padding = _ints(name, "padding", padding, nd, 0)
@@ -145,11 +159,54 @@ def max_pool2d(
     )
 
 
+@op
+def max_pool3d(
+    x: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor:
+    """Maximum over sliding windows, as ``torch.nn.functional.max_pool3d``.
+
+    x: (N, C, D, H, W) -> (N, C, Do, Ho, Wo), each size as in ``max_pool2d``; indices (int64)
+    are flat into D·H·W. A box's maximum is the maximum over D of the (H, W) windows' maxima:
+    a 2-d pool of every plane, then a (kd, 1) pool of the (D, Ho·Wo) result, whose argmax
+    names the plane and the first pool's argmax the element in it (the first maximum in
+    (d, h, w) order wins, as PyTorch). The gradient goes to the argmax.
+    """
+    name = "max_pool3d"
+    x, unbatched = _spatial(name, 3, x, float_only=False)
+    _no_bool(name, x)
+    kernel = _ints(name, "kernel_size", kernel_size, 3, 1)
+    stride = _stride(name, stride, kernel)
+    padding = _ints(name, "padding", padding, 3, 0)
+    dilation = _ints(name, "dilation", dilation, 3, 1)
+    _pool_output(name, x, kernel, stride, padding, dilation, ceil_mode)  # the checks, as 3-d
+    n, c, d, h, w = x.shape
+    hw = (kernel[1:], stride[1:], padding[1:], dilation[1:])
+    planes, inner = _max_pool(name, 2, x.reshape(n, c * d, h, w), *hw, ceil_mode, True)
+    ho, wo = planes.shape[2:]
+    depth = ((kernel[0], 1), (stride[0], 1), (padding[0], 0), (dilation[0], 1))
+    out, outer = _max_pool(name, 2, planes.reshape(n, c, d, ho * wo), *depth, ceil_mode, True)
+    shape = (n, c, out.shape[2], ho, wo)
+    out = _done(out.reshape(*shape), unbatched)
+    if not return_indices:
+        return out
+    plane = outer // (ho * wo)  # -1 (a window of padding only) stays -1
+    within = gather(inner.reshape(n, c, d, ho * wo), 2, plane.clamp(min=0))
+    idx = where(outer < 0, outer, plane * (h * w) + within).reshape(*shape)
+    return out, _done(idx, unbatched)
+
+
 # -- average pooling -------------------------------------------------------------------
 def _avg_pool(
     name, nd, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
 ) -> Tensor:
-    x, unbatched = _spatial(name, nd, x)
+    x, unbatched = _spatial(name, nd, x, float_only=False)  # integers average too, as PyTorch
+    _no_bool(name, x)
     kernel = _ints(name, "kernel_size", kernel_size, nd, 1)
     stride = _stride(name, stride, kernel)
     padding = _ints(name, "padding", padding, nd, 0)
@@ -220,9 +277,57 @@ def avg_pool2d(
     )
 
 
+@op
+def avg_pool3d(
+    x: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """Mean over sliding windows, as ``torch.nn.functional.avg_pool3d``.
+
+    x: (N, C, D, H, W) -> (N, C, Do, Ho, Wo). The window sums are separable (a 2-d sum pool
+    of every (H, W) plane, then a (kd, 1) one along D) and so is PyTorch's divisor (the box
+    clipped to the padded input, or to the input without ``count_include_pad``: a product of
+    per-dim counts), or ``divisor_override``. Integer inputs divide toward zero, as PyTorch.
+    """
+    name = "avg_pool3d"
+    x, unbatched = _spatial(name, 3, x, float_only=False)
+    _no_bool(name, x)
+    kernel = _ints(name, "kernel_size", kernel_size, 3, 1)
+    stride = _stride(name, stride, kernel)
+    padding = _ints(name, "padding", padding, 3, 0)
+    if divisor_override is not None and divisor_override == 0:
+        raise ShapeError(f"{name}: divisor_override must be non-zero")
+    size = _pool_output(name, x, kernel, stride, padding, (1, 1, 1), ceil_mode)
+    n, c, d, h, w = x.shape
+    src = x if x.dtype.is_floating_point else x.to_dtype(dt.i64)  # exact integer sums
+    hw = (kernel[1:], stride[1:], padding[1:])
+    planes = _avg_pool(name, 2, src.reshape(n, c * d, h, w), *hw, ceil_mode, True, 1)
+    ho, wo = planes.shape[2:]
+    depth = ((kernel[0], 1), (stride[0], 1), (padding[0], 0))
+    sums = _avg_pool(name, 2, planes.reshape(n, c, d, ho * wo), *depth, ceil_mode, True, 1)
+    sums = sums.reshape(n, c, *size)
+    if divisor_override:
+        divisor = np.full(size, divisor_override)
+    else:
+        params = ConvParams.symmetric(stride, padding, (1, 1, 1))
+        rows = params.avg_divisors(x.shape[2:], kernel, size, count_include_pad)
+        divisor = np.einsum("i,j,k->ijk", *(np.array(r) for r in rows))
+    if x.dtype.is_floating_point:
+        out = sums / tensor(divisor, dtype=x.dtype, device=x.device)
+    else:
+        out = div(sums, tensor(divisor, dtype=dt.i64, device=x.device), rounding_mode="trunc")
+        out = out.to_dtype(x.dtype)
+    return _done(out, unbatched)
+
+
 # -- adaptive pooling ------------------------------------------------------------------
-def _adaptive_avg_pool(name: str, nd: int, x: Tensor, output_size) -> Tensor:
-    x, unbatched = _spatial(name, nd, x)
+def _adaptive_size(name: str, nd: int, x: Tensor, output_size) -> tuple[int, ...]:
+    """``output_size`` (an int, or ints with ``None`` for "keep that size") as ``nd`` ints."""
     values = (
         (output_size,) * nd
         if isinstance(output_size, int) or output_size is None
@@ -235,6 +340,12 @@ def _adaptive_avg_pool(name: str, nd: int, x: Tensor, output_size) -> Tensor:
         raise ShapeError(f"{name}: output_size must be positive ints, found {output_size!r}")
     if any(n < 1 for n in x.shape[2:]):
         raise ShapeError(f"{name}: input {describe(x)} has an empty spatial dim")
+    return size
+
+
+def _adaptive_avg_pool(name: str, nd: int, x: Tensor, output_size) -> Tensor:
+    x, unbatched = _spatial(name, nd, x)
+    size = _adaptive_size(name, nd, x, output_size)
     size2 = _as2d(nd, size, 1)
     storage = x._storage.adaptive_avg_pool2d(_layout2d(nd, x), size2)
     out = new(storage, _shape_nd(nd, x.shape[:2], size2), x.dtype, x.device)
@@ -264,6 +375,86 @@ def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
     x: (N, C, H, W) -> (N, C, Ho, Wo), as ``torch.nn.functional.adaptive_avg_pool2d``.
     """
     return _adaptive_avg_pool("adaptive_avg_pool2d", 2, x, output_size)
+
+
+@op
+def adaptive_avg_pool3d(x: Tensor, output_size) -> Tensor:
+    """Mean over Do×Ho×Wo windows covering the input, window i = [⌊i·D/Do⌋, ⌈(i+1)·D/Do⌉)
+    along D (and the same along H, W); ``None`` keeps a size. x: (N, C, D, H, W), as
+    ``torch.nn.functional.adaptive_avg_pool3d``: separable, one averaging matrix per dim
+    (``resample``'s "area" maps).
+    """
+    name = "adaptive_avg_pool3d"
+    x, unbatched = _spatial(name, 3, x)
+    size = _adaptive_size(name, 3, x, output_size)
+    return _done(resample.resize(x, size, (None,) * 3, "area", False), unbatched)
+
+
+def _adaptive_windows(n: int, m: int) -> np.ndarray:
+    """(m, k) input positions of the adaptive windows [⌊i·n/m⌋, ⌈(i+1)·n/m⌉), k the longest
+    one; a shorter window repeats its last position (which changes neither its maximum nor
+    where that maximum first occurs)."""
+    i = np.arange(m)
+    starts = (i * n) // m
+    ends = -((-(i + 1) * n) // m)
+    k = int((ends - starts).max())
+    return np.minimum(starts[:, None] + np.arange(k), ends[:, None] - 1)
+
+
+def _split_windows(t: Tensor, dim: int, index: Tensor, table_shape) -> Tensor:
+    """``t`` with dim ``dim`` replaced by the (windows, taps) of the flat window ``index``."""
+    t = t.index_select(dim, index)
+    return t.reshape(*t.shape[:dim], *table_shape, *t.shape[dim + 1 :])
+
+
+def _adaptive_max_pool(name: str, nd: int, x: Tensor, output_size, return_indices: bool):
+    """Gather every window's elements (one ``index_select`` per dim) into a last dim of
+    K = k_1·…·k_nd taps in (d, h, w) order, take the max over it; the same gathers of the
+    flat positions give the indices. The gradient goes to the argmax."""
+    x, unbatched = _spatial(name, nd, x)
+    size = _adaptive_size(name, nd, x, output_size)
+    spatial = x.shape[2:]
+    values = x
+    positions = arange(math.prod(spatial), device=x.device).reshape(1, 1, *spatial)
+    taps = []
+    for k, (n, m) in enumerate(zip(spatial, size, strict=True)):
+        table = _adaptive_windows(n, m)
+        taps.append(table.shape[1])
+        index = tensor(table.reshape(-1), device=x.device)
+        dim = 2 + 2 * k  # the dims before are already split into (windows, taps) pairs
+        values = _split_windows(values, dim, index, table.shape)
+        positions = _split_windows(positions, dim, index, table.shape)
+    order = (0, 1, *range(2, 2 + 2 * nd, 2), *range(3, 3 + 2 * nd, 2))
+    flat = (*x.shape[:2], *size, math.prod(taps))
+    best = values.permute(*order).reshape(*flat).max(-1)
+    out = _done(best.values, unbatched)
+    if not return_indices:
+        return out
+    positions = positions.permute(*order).reshape(1, 1, *flat[2:]).expand(*flat)
+    idx = gather(positions, -1, best.indices.unsqueeze(-1)).squeeze(-1)
+    return out, _done(idx, unbatched)
+
+
+@op
+def adaptive_max_pool1d(x: Tensor, output_size, return_indices: bool = False) -> Tensor:
+    """Maximum over Lo windows covering L, window i = [⌊i·L/Lo⌋, ⌈(i+1)·L/Lo⌉), as
+    ``torch.nn.functional.adaptive_max_pool1d``. x: (N, C, L) -> (N, C, Lo) (and int64
+    indices into L)."""
+    return _adaptive_max_pool("adaptive_max_pool1d", 1, x, output_size, return_indices)
+
+
+@op
+def adaptive_max_pool2d(x: Tensor, output_size, return_indices: bool = False) -> Tensor:
+    """Maximum over Ho×Wo adaptive windows (as ``adaptive_avg_pool2d``'s), as
+    ``torch.nn.functional.adaptive_max_pool2d``; indices flat into H·W."""
+    return _adaptive_max_pool("adaptive_max_pool2d", 2, x, output_size, return_indices)
+
+
+@op
+def adaptive_max_pool3d(x: Tensor, output_size, return_indices: bool = False) -> Tensor:
+    """Maximum over Do×Ho×Wo adaptive windows, as ``torch.nn.functional.adaptive_max_pool3d``;
+    indices flat into D·H·W."""
+    return _adaptive_max_pool("adaptive_max_pool3d", 3, x, output_size, return_indices)
 
 
 # -- upsampling ------------------------------------------------------------------------

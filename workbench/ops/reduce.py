@@ -71,7 +71,11 @@ def _keep(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
     return g.reshape(tuple(1 if i in dims else s for i, s in enumerate(x.shape)))
 
 
-def _sum_dtype(x: Tensor) -> dt.DType:
+def _sum_dtype(x: Tensor, dtype=None) -> dt.DType:
+    """A sum's or product's dtype: ``dtype`` when given (x was cast to it: torch's ``dtype=``
+    computes in it, so i8 wraps), else x's for floats and i64 for integers and bools."""
+    if dtype is not None:
+        return x.dtype
     return x.dtype if x.dtype.is_floating_point else dt.i64
 
 
@@ -82,7 +86,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) ->
     dim = _dim(dim, axis, "sum")
     if dtype is not None:
         x = to_dtype(x, dtype)
-    out = _reduce("sum", x, dim, keepdim, _sum_dtype(x))
+    out = _reduce("sum", x, dim, keepdim, _sum_dtype(x, dtype))
     return record(out, "sum", (x,), lambda g: (_keep(g, x, dim, keepdim).expand(x.shape),))
 
 
@@ -103,7 +107,7 @@ def prod(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -
     dim = _dim(dim, axis, "prod")
     if dtype is not None:
         x = to_dtype(x, dtype)
-    out = _reduce("prod", x, dim, keepdim, _sum_dtype(x))
+    out = _reduce("prod", x, dim, keepdim, _sum_dtype(x, dtype))
 
     def backward(g: Tensor):
         dims = _norm_dims(dim, x.ndim)
@@ -327,9 +331,13 @@ def norm(x: Tensor, p: float = 2.0, dim=None, keepdim: bool = False) -> Tensor:
 
 
 @op
-def cumsum(x: Tensor, dim: int) -> Tensor:
+def cumsum(x: Tensor, dim: int, *, dtype=None) -> Tensor:
+    """Running sums along ``dim``: out_i = Σ_{j≤i} x_j (ints and bools in i64; ``dtype`` casts
+    the input first)."""
     dim = norm_dim(dim, x.ndim, "cumsum")
-    dtype = _sum_dtype(x)
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    dtype = _sum_dtype(x, dtype)
     out = new(x._storage.cumsum(x._layout, dim, dtype.name), x.shape, dtype, x.device)
     if x.ndim == 0:
         return record(out, "cumsum", (x,), lambda g: (g,))

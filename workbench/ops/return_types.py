@@ -42,3 +42,7 @@ class cummax(ValuesIndices):
 
 class cummin(ValuesIndices):
     __slots__ = ()
+
+
+class median(ValuesIndices):
+    __slots__ = ()

@@ -7,8 +7,10 @@ backend multiplies without ever materialising the whole f32 ``W``:
 - CPU: ``x`` quantized on the fly to Q8_0 / Q8_1 / Q8_K as ggml does and integer dot
   products per block (native kernels), or f32 tiles through BLAS on the numpy path
   (``WORKBENCH_NATIVE=0``); see ``workbench.backends.cpu.quantized``.
-- CUDA: a quantized matvec for one Q4_0/Q8_0 vector, else W expanded on the device and one
-  cuBLAS product.
+- CUDA and Metal: a quantized matvec (W's blocks decoded in registers, f32 sums) for up to 8
+  rows of ``x``, for every GGUF block type plus F16 / BF16 weights; more rows expand W on the
+  device and run one matrix product (cuBLAS, MPS or the GEMM kernel); see
+  ``workbench.backends.gpu.quantized``.
 
 A device (or block type) without a product raises ``UnsupportedOnDevice`` naming the op and
 the device; nothing falls back to another device behind the caller's back.
@@ -41,6 +43,7 @@ class QMatMul:
             raise ShapeError(f"QMatMul: weight must be 2-D (N, K), found {list(weight.shape)}")
         self.weight = weight
         self._on_device: dict = {}  # Device -> the raw blocks there (u8; F32: the (N, K) values)
+        self._type = weight.ggml_dtype.name  # looked up once: forward is a per-token path
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -71,14 +74,15 @@ class QMatMul:
                 f"QMatMul: x of shape {list(x.shape)} does not match weight {list(self.shape)} "
                 f"(expected last dimension {k})"
             )
-        raw = self._raw_on(x.device)
-        if self.weight.ggml_dtype.name == "F32":  # nothing to decode: a plain matmul
+        device = x.device
+        raw = self._on_device.get(device)
+        if raw is None:
+            raw = self._raw_on(device)
+        if self._type == "F32":  # nothing to decode: a plain matmul
             return x @ raw.to_dtype(x.dtype).t()
         compute = x if x.dtype in (dt.f32, dt.f16, dt.bf16) else x.to_dtype(dt.f32)
-        storage = compute._storage.qmatmul(
-            compute._layout, raw._storage, self.weight.ggml_dtype.name, n, k
-        )
-        out = new(storage, (*x.shape[:-1], n), compute.dtype, x.device)
+        storage = compute._storage.qmatmul(compute._layout, raw._storage, self._type, n, k)
+        out = new(storage, (*x.shape[:-1], n), compute.dtype, device)
         return out if out.dtype is x.dtype else out.to_dtype(x.dtype)
 
     __call__ = forward

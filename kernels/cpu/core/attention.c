@@ -72,6 +72,8 @@ typedef struct {
     const wb_operand *q, *k, *v, *mask; /* q (*B, L, E), k (*B, S, E), v (*B, S, Ev), mask NULL
                                            or (*B, L, S) bool (True = attend) or float (added) */
     char *out;                          /* contiguous (*B, L, Ev), q's dtype */
+    void *lse;                          /* NULL or contiguous (*B, L), the compute type:
+                                           log Σ_j exp(z_ij), -inf where every key is masked */
     int nb, causal;                     /* batch dims; keep key j for query i when j <= i */
     double scale;
     Py_ssize_t L, S, E, Ev;
@@ -129,6 +131,7 @@ static void mask_tiles(const wb_operand *mk, Py_ssize_t off, Py_ssize_t msl, Py_
 #define WB_V wb_vf
 #define WB_VFMA wb_vf_fma
 #define WB_EXP wb_expf
+#define WB_LOG logf
 #define WB_EXP_MIN (-87.0f) /* e^-87 = 1.6e-38 > FLT_MIN */
 #define WB_MASK_TILES WB_HAS_AVX2
 #define WB_DT WB_F32
@@ -141,6 +144,7 @@ static void mask_tiles(const wb_operand *mk, Py_ssize_t off, Py_ssize_t msl, Py_
 #define WB_V wb_vd
 #define WB_VFMA wb_vd_fma
 #define WB_EXP exp
+#define WB_LOG log
 #define WB_EXP_MIN (-708.0) /* e^-708 = 3.3e-308 > DBL_MIN */
 #define WB_MASK_TILES 0
 #define WB_DT WB_F64
@@ -177,10 +181,10 @@ static int check_size(Py_ssize_t found, Py_ssize_t want, const char *what) {
 }
 
 /* attention(q, q_off, q_shape, q_strides, k, k_off, k_shape, k_strides, v, v_off, v_shape,
- *           v_strides, mask, m_off, m_strides, causal, scale, out) */
+ *           v_strides, mask, m_off, m_strides, causal, scale, out[, lse]) */
 static PyObject *py_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 18) {
-        PyErr_Format(PyExc_TypeError, "attention: expected 18 arguments, found %zd", nargs);
+    if (nargs != 18 && nargs != 19) {
+        PyErr_Format(PyExc_TypeError, "attention: expected 18 or 19 arguments, found %zd", nargs);
         return NULL;
     }
     wb_operand q, k, v, mask, out;
@@ -233,9 +237,20 @@ static PyObject *py_attention(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "attention: out must have q's dtype");
         return NULL;
     }
+    wb_operand lse;
+    void *lse_data = NULL;
+    if (nargs == 19 && args[18] != Py_None) {
+        if (wb_output_parse(&lse, args[18], nb + 1, mshape) < 0) return NULL;
+        if (lse.dtype != (q.dtype == WB_F64 ? WB_F64 : WB_F32)) {
+            PyErr_SetString(PyExc_TypeError, "attention: lse must be f64 for f64 inputs, else "
+                                             "f32 (the compute type)");
+            return NULL;
+        }
+        lse_data = lse.data;
+    }
     const Py_ssize_t batch = wb_numel(nb, q.shape);
-    if (batch == 0 || L == 0 || Ev == 0) Py_RETURN_NONE;
-    attn_ctx c = {&q, &k, &v, mp, out.data, nb, causal, scale, L, S, E, Ev};
+    if (batch == 0 || L == 0 || (Ev == 0 && !lse_data)) Py_RETURN_NONE;
+    attn_ctx c = {&q, &k, &v, mp, out.data, lse_data, nb, causal, scale, L, S, E, Ev};
     const Py_ssize_t items = batch * ((L + WB_BQ - 1) / WB_BQ);
     int threads = batch * L * S * (E + Ev) >= WB_ATTN_PAR ? wb_get_num_threads() : 1;
     if (threads > items) threads = (int)items;
@@ -250,7 +265,9 @@ static PyObject *py_attention(PyObject *self, PyObject *const *args, Py_ssize_t 
 PyMethodDef wb_attention_methods[] = {
     {"attention", (PyCFunction)(void (*)(void))py_attention, METH_FASTCALL,
      "attention(q, q_off, q_shape, q_strides, k, k_off, k_shape, k_strides, v, v_off, v_shape, "
-     "v_strides, mask, m_off, m_strides, causal, scale, out): out = softmax(q kT scale + mask) v "
-     "(mask None, bool: True = attend, or float: added; causal keeps j <= i)."},
+     "v_strides, mask, m_off, m_strides, causal, scale, out[, lse]): out = softmax(z) v with z = "
+     "q kT scale + mask (mask None, bool: True = attend, or float: added; causal keeps j <= i); "
+     "lse (None or (*B, L) in the compute type) = log sum_j exp(z_j), -inf for a fully masked "
+     "query."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,5 @@
 /* The flash attention kernel for one compute type. attention.c includes this file once per
- * type with WB_T (float or double), WB_V (its vector type), WB_VFMA, WB_EXP and WB_EXP_MIN
+ * type with WB_T (float or double), WB_V (its vector type), WB_VFMA, WB_EXP, WB_LOG, WB_EXP_MIN
  * (the smallest argument whose exp is a normal number), WB_MASK_TILES (1 where mask_tiles
  * transposes 8 × 8 blocks of WB_T), WB_DT (the
  * storage dtype read without conversion), WB_SUFFIX (names), WB_LOAD (a strided row as WB_T)
@@ -364,6 +364,11 @@ static void F_(attend_block)(const attn_ctx *c, Py_ssize_t b, Py_ssize_t i0, F_(
         for (Py_ssize_t d = 0; d < Ev; d++) w->row[d] = w->o[r * evp + d] * inv;
         WB_STORE(q->dtype, c->out, ooff + r * Ev, w->row, Ev);
     }
+    if (c->lse) { /* l is relative to the final max m (finite wherever l > 0) */
+        WB_T *lse = (WB_T *)c->lse + b * L + i0;
+        for (Py_ssize_t r = 0; r < bq; r++)
+            lse[r] = w->l[r] == 0 ? WB_NEG_INF : w->m[r] + WB_LOG(w->l[r]);
+    }
 }
 
 /* Every (batch item, query block) of ``c`` on ``threads`` threads; nonzero when out of memory. */
@@ -397,6 +402,7 @@ static int F_(attend)(const attn_ctx *c, Py_ssize_t items, int threads) {
 #undef WB_V
 #undef WB_VFMA
 #undef WB_EXP
+#undef WB_LOG
 #undef WB_EXP_MIN
 #undef WB_MASK_TILES
 #undef WB_DT

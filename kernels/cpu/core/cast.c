@@ -1,8 +1,9 @@
-/* Casts between every dtype (bool, u8, u32, i16, i32, i64, f16, bf16, f32, f64): a strided
+/* Casts between every dtype (bool, u8, u32, i8, i16, i32, i64, f16, bf16, f32, f64): a strided
  * input into a contiguous output, rounded as numpy rounds. A chunk is read into the widest type
  * of its kind (f32 for f32/f16/bf16, f64, or i64 for the integers and bool) and written from
  * there: floats round to nearest even (f64 -> f16/bf16 in one rounding, through round-to-odd),
- * NaN stays NaN, floats truncate toward zero into integers, integers wrap as C's casts. */
+ * NaN stays NaN, floats truncate toward zero into integers (out of range as x86 does: cast.h),
+ * integers wrap as C's casts. */
 #include "cast.h"
 #include "convert.h"
 #include "iter.h"
@@ -17,9 +18,9 @@ typedef struct {
     int dst;
 } cast_ctx;
 
-static int is_int(int dt) { return dt <= WB_I64; }
+static int is_int(int dt) { return dt <= WB_I64 || dt == WB_I8; }
 
-/* Elements of an integer or bool operand as i64 (u32 zero-extended). */
+/* Elements of an integer or bool operand as i64 (unsigned zero-, signed sign-extended). */
 static void load_i64(int dt, const char *base, Py_ssize_t off, Py_ssize_t s, Py_ssize_t n,
                      int64_t *restrict buf) {
 #define WB_LOAD(T)                                                                            \
@@ -30,6 +31,7 @@ static void load_i64(int dt, const char *base, Py_ssize_t off, Py_ssize_t s, Py_
     switch (dt) {
     case WB_BOOL: case WB_U8: WB_LOAD(uint8_t); break;
     case WB_U32: WB_LOAD(uint32_t); break;
+    case WB_I8: WB_LOAD(int8_t); break;
     case WB_I16: WB_LOAD(int16_t); break;
     case WB_I32: WB_LOAD(int32_t); break;
     default: WB_LOAD(int64_t); break;
@@ -37,23 +39,25 @@ static void load_i64(int dt, const char *base, Py_ssize_t off, Py_ssize_t s, Py_
 #undef WB_LOAD
 }
 
-/* ``n`` values of ``src`` (of C type S, converted to the element type by EXPR(v)) into the
- * integer/bool output at element ``o``. */
-#define WB_STORE_INT(dst, out, o, src, n, EXPR)                                               \
+/* ``n`` values of ``src`` converted to the integer/bool output at element ``o``: u32 and i64
+ * by E64(v), u8 by EU8(v), i8/i16/i32 by E32(v), each then wrapped to its width. */
+#define WB_STORE_INT(dst, out, o, src, n, E64, E32, EU8)                                      \
     do {                                                                                      \
         switch (dst) {                                                                        \
         case WB_BOOL: { uint8_t *q = (uint8_t *)(out) + (o);                                  \
             for (Py_ssize_t i = 0; i < (n); i++) q[i] = (src)[i] != 0; } break;               \
         case WB_U8: { uint8_t *q = (uint8_t *)(out) + (o);                                    \
-            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (uint8_t)EXPR((src)[i]); } break;     \
+            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (uint8_t)EU8((src)[i]); } break;      \
         case WB_U32: { uint32_t *q = (uint32_t *)(out) + (o);                                 \
-            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (uint32_t)EXPR((src)[i]); } break;    \
+            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (uint32_t)E64((src)[i]); } break;     \
+        case WB_I8: { int8_t *q = (int8_t *)(out) + (o);                                      \
+            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (int8_t)E32((src)[i]); } break;       \
         case WB_I16: { int16_t *q = (int16_t *)(out) + (o);                                   \
-            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (int16_t)EXPR((src)[i]); } break;     \
+            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (int16_t)E32((src)[i]); } break;      \
         case WB_I32: { int32_t *q = (int32_t *)(out) + (o);                                   \
-            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (int32_t)EXPR((src)[i]); } break;     \
+            for (Py_ssize_t i = 0; i < (n); i++) q[i] = (int32_t)E32((src)[i]); } break;      \
         default: { int64_t *q = (int64_t *)(out) + (o);                                       \
-            for (Py_ssize_t i = 0; i < (n); i++) q[i] = EXPR((src)[i]); } break;              \
+            for (Py_ssize_t i = 0; i < (n); i++) q[i] = E64((src)[i]); } break;               \
         }                                                                                     \
     } while (0)
 #define WB_AS_IS(v) (v)
@@ -68,7 +72,7 @@ static void store_from_f32(int dst, char *out, Py_ssize_t o, const float *restri
         for (Py_ssize_t i = 0; i < n; i++) q[i] = v[i];
         return;
     }
-    default: WB_STORE_INT(dst, out, o, v, n, wb_f64_to_i64); return;
+    default: WB_STORE_INT(dst, out, o, v, n, wb_f64_to_i64, wb_f64_to_i32, wb_f64_to_i32); return;
     }
 }
 
@@ -91,7 +95,8 @@ static void store_from_f64(int dst, char *out, Py_ssize_t o, const double *restr
         for (Py_ssize_t i = 0; i < n; i++) q[i] = wb_f64_to_bf16(v[i]);
         return;
     }
-    default: WB_STORE_INT(dst, out, o, v, n, wb_f64_to_i64); return;
+    /* f64 -> u8 as PyTorch (through i64); numpy goes through i32 (they differ beyond 2^31) */
+    default: WB_STORE_INT(dst, out, o, v, n, wb_f64_to_i64, wb_f64_to_i32, wb_f64_to_i64); return;
     }
 }
 
@@ -118,7 +123,7 @@ static void store_from_i64(int dst, char *out, Py_ssize_t o, const int64_t *rest
         for (Py_ssize_t i = 0; i < n; i++) q[i] = wb_f64_to_bf16((double)v[i]);
         return;
     }
-    default: WB_STORE_INT(dst, out, o, v, n, WB_AS_IS); return;
+    default: WB_STORE_INT(dst, out, o, v, n, WB_AS_IS, WB_AS_IS, WB_AS_IS); return;
     }
 }
 

@@ -1,5 +1,6 @@
 /* Strided elementwise iteration (see iter.h). */
 #include "iter.h"
+#include "threads.h"
 
 int wb_iter_init(wb_iter *it, int nin, const wb_operand *const *in, int ndim,
                  const Py_ssize_t *shape) {
@@ -75,22 +76,22 @@ static void run_range(const wb_iter *it, wb_chunk_fn fn, const void *ctx, Py_ssi
     }
 }
 
+typedef struct {
+    const wb_iter *it;
+    wb_chunk_fn fn;
+    const void *ctx;
+} iter_job_ctx;
+
+static void iter_job(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *buf) {
+    const iter_job_ctx *c = ctx;
+    run_range(c->it, c->fn, c->ctx, u0, u1);
+}
+
 void wb_iter_run(const wb_iter *it, wb_chunk_fn fn, const void *ctx, Py_ssize_t min_parallel) {
     const Py_ssize_t n = it->shape[it->ndim - 1];
     const Py_ssize_t numel = wb_numel(it->ndim, it->shape);
     if (numel == 0) return;
     const Py_ssize_t units = numel / n * ((n + WB_CHUNK - 1) / WB_CHUNK);
-    int threads = numel >= min_parallel ? wb_get_num_threads() : 1;
-    if (threads > units) threads = (int)units;
-    if (threads <= 1) { /* no OpenMP region at all: even a serial one costs ~0.5 us */
-        run_range(it, fn, ctx, 0, units);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads)
-    {
-        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        run_range(it, fn, ctx, units * t / nt, units * (t + 1) / nt);
-    }
-#endif
+    const iter_job_ctx c = {it, fn, ctx};
+    (void)wb_parallel_ranges(iter_job, &c, units, wb_threads_for(numel, min_parallel), 0);
 }

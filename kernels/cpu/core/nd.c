@@ -33,6 +33,7 @@ static int dtype_of(const wb_descr_fields *d) {
     switch (d->type) {
     case '?': return WB_BOOL;
     case 'B': return WB_U8;
+    case 'b': return WB_I8;
     case 'I': return WB_U32;
     case 'h': return WB_I16;
     case 'i': return WB_I32;

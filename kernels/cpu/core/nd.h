@@ -8,9 +8,13 @@
 
 #define WB_MAXDIM 16
 
-enum { WB_BOOL, WB_U8, WB_U32, WB_I16, WB_I32, WB_I64, WB_F16, WB_BF16, WB_F32, WB_F64, WB_NDTYPES };
+/* i8 came last: it is appended so that the kernels' existing codes keep their values. */
+enum {
+    WB_BOOL, WB_U8, WB_U32, WB_I16, WB_I32, WB_I64, WB_F16, WB_BF16, WB_F32, WB_F64, WB_I8,
+    WB_NDTYPES
+};
 
-static const int wb_itemsize[WB_NDTYPES] = {1, 1, 4, 2, 4, 8, 2, 2, 4, 8};
+static const int wb_itemsize[WB_NDTYPES] = {1, 1, 4, 2, 4, 8, 2, 2, 4, 8, 1};
 
 /* One operand: its buffer and the layout of the elements an op reads or writes. */
 typedef struct {

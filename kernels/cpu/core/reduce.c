@@ -19,6 +19,7 @@
 #include "cast.h"
 #include "convert.h"
 #include "iter.h" /* WB_CHUNK: elements read at a time */
+#include "threads.h"
 #include "vmath.h"
 
 #include <math.h>
@@ -34,6 +35,16 @@
 #define WB_FLUSH 1024        /* rows: elements summed in the compute type before adding into f64 */
 #define WB_PIECE 16384       /* rows: elements read in place at a time (contiguous lines) */
 #define WB_MAX_THREADS 256
+/* Row passes prefetch the lines 8 KiB ahead of their reads: on one thread the hardware
+ * prefetchers alone left a row sum of a 4096 x 4096 f32 matrix ~25% below the memory's speed
+ * (measured on the 2-core EPYC). A prefetch never faults, past a line's end included. */
+#define WB_PREFETCH_AHEAD 8192
+
+/* Prefetches the cache lines of [p, p + bytes) + WB_PREFETCH_AHEAD. */
+static inline void prefetch_ahead(const void *p, size_t bytes) {
+    for (size_t b = 0; b < bytes; b += 64)
+        __builtin_prefetch((const char *)p + WB_PREFETCH_AHEAD + b);
+}
 
 typedef enum { M_ID, M_ABS, M_SQ, M_SQDEV, M_EXPDEV, M_POWABS } red_map;
 typedef enum { A_SUM, A_PROD, A_MAX, A_MIN, A_ARGMAX, A_ARGMIN } red_acc;
@@ -444,7 +455,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
         free(center);
         return PyErr_NoMemory();
     }
-    const int threads = pl.nout * pl.nred >= WB_RED_PAR ? wb_get_num_threads() : 1;
+    const int threads = wb_threads_for(pl.nout * pl.nred, WB_RED_PAR);
     plan_width(&pl, threads);
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -486,8 +497,10 @@ static void store_run(int dt, char *out, Py_ssize_t o, Py_ssize_t stride, const 
 
 /* Units [u0, u1): rows mode, a unit is a line along dim; columns mode, up to WB_CHUNK
  * neighbours along the last dim of a group of lines. */
-static void cumsum_units(const cumsum_ctx *c, Py_ssize_t u0, Py_ssize_t u1, double *acc,
-                         double *buf, float *fbuf) {
+static void cumsum_units(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *mem) {
+    const cumsum_ctx *c = ctx;
+    double *acc = mem, *buf = acc + WB_CHUNK;
+    float *fbuf = (float *)(buf + WB_CHUNK);
     const wb_operand *x = c->x;
     const int last = x->ndim - 1;
     const Py_ssize_t n = x->shape[c->dim], s = x->strides[c->dim], os = c->ostride[c->dim];
@@ -553,24 +566,13 @@ static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     const Py_ssize_t groups = numel / x.shape[dim] / (c.columns ? x.shape[last] : 1);
     const Py_ssize_t units = groups * (c.columns ? (x.shape[last] + WB_CHUNK - 1) / WB_CHUNK : 1);
-    int threads = numel >= WB_RED_PAR ? wb_get_num_threads() : 1;
-    if (threads > units) threads = (int)units;
-    int failed = 0;
+    const int threads = wb_threads_for(numel, WB_RED_PAR);
+    int rc;
     Py_BEGIN_ALLOW_THREADS
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
-#endif
-    {
-        WB_TEAM(t, nt);
-        double *acc = malloc(sizeof(double) * 2 * WB_CHUNK);
-        float *fbuf = malloc(sizeof(float) * WB_CHUNK);
-        if (acc && fbuf) cumsum_units(&c, units * t / nt, units * (t + 1) / nt, acc, acc + WB_CHUNK, fbuf);
-        else failed = 1;
-        free(acc);
-        free(fbuf);
-    }
+    rc = wb_parallel_ranges(cumsum_units, &c, units, threads,
+                            sizeof(double) * 2 * WB_CHUNK + sizeof(float) * WB_CHUNK);
     Py_END_ALLOW_THREADS
-    if (failed) return PyErr_NoMemory();
+    if (rc < 0) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 

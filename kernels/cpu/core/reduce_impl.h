@@ -21,11 +21,13 @@
         while (i < n) {                                                                       \
             const Py_ssize_t end = n - i < WB_FLUSH ? n : i + WB_FLUSH;                        \
             WB_T acc[4 * WB_L] = {0};                                                         \
-            for (; i + 4 * WB_L <= end; i += 4 * WB_L)                                        \
+            for (; i + 4 * WB_L <= end; i += 4 * WB_L) {                                      \
+                prefetch_ahead(x + i, 4 * WB_L * sizeof(WB_T));                               \
                 for (int j = 0; j < 4 * WB_L; j++) {                                          \
                     const WB_T v = x[i + j];                                                  \
                     acc[j] += (EXPR);                                                         \
                 }                                                                             \
+            }                                                                                 \
             for (int j = 0; i < end; i++, j++) {                                              \
                 const WB_T v = x[i];                                                          \
                 acc[j] += (EXPR);                                                             \
@@ -50,11 +52,13 @@ WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
         WB_T acc[2 * WB_L];                                                                   \
         for (int j = 0; j < 2 * WB_L; j++) acc[j] = (INIT);                                   \
         Py_ssize_t i = 0;                                                                     \
-        for (; i + 2 * WB_L <= n; i += 2 * WB_L)                                              \
+        for (; i + 2 * WB_L <= n; i += 2 * WB_L) {                                            \
+            prefetch_ahead(x + i, 2 * WB_L * sizeof(WB_T));                                   \
             for (int j = 0; j < 2 * WB_L; j++) {                                              \
                 const WB_T v = x[i + j], e = (EXPR);                                          \
                 acc[j] = (e CMP acc[j] || e != e) ? e : acc[j];                               \
             }                                                                                 \
+        }                                                                                     \
         for (int j = 0; i < n; i++, j++) {                                                    \
             const WB_T v = x[i], e = (EXPR);                                                  \
             acc[j] = (e CMP acc[j] || e != e) ? e : acc[j];                                   \
@@ -313,71 +317,61 @@ static void WB_SFX(cols_units)(const red_pass *ps, Py_ssize_t u0, Py_ssize_t u1,
 }
 
 /* ---- one pass over the elements, on ``threads`` threads ---------------------------------- */
+/* The thread jobs (wb_parallel_ranges): column units, whole outputs, or one output's units. */
+static void WB_SFX(cols_job)(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *mem) {
+    const red_pass *ps = ctx;
+    const Py_ssize_t W = ps->pl->width;
+    WB_SFX(cols_buf) b;
+    b.blk = mem;
+    b.row = b.blk + W;
+    b.c = b.row + W;
+    b.tot = (double *)(b.c + W);
+    b.at = (int64_t *)(b.tot + W);
+    WB_SFX(cols_units)(ps, u0, u1, &b);
+}
+
+static void WB_SFX(outputs_job)(const void *ctx, int t, Py_ssize_t o0, Py_ssize_t o1, void *buf) {
+    WB_SFX(rows_outputs)(ctx, o0, o1, buf);
+}
+
+typedef struct {
+    const red_pass *ps;
+    Py_ssize_t o, base; /* the output, and the offset of its first element */
+    red_part *parts;    /* one per thread */
+} WB_SFX(shared_ctx);
+
+static void WB_SFX(shared_job)(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *buf) {
+    const WB_SFX(shared_ctx) *c = ctx;
+    WB_SFX(rows_units)(c->ps, c->o, c->base, u0, u1, &c->parts[t], buf);
+}
+
 static int WB_SFX(run_pass)(const red_pass *ps, int threads) {
     const red_plan *pl = ps->pl;
-    int failed = 0;
     if (pl->columns) {
         const Py_ssize_t kw = pl->kshape[pl->nk - 1];
         const Py_ssize_t units = pl->nout / kw * ((kw + pl->width - 1) / pl->width);
-        if (threads > units) threads = (int)units;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
-#endif
-        {
-            WB_TEAM(t, nt);
-            WB_SFX(cols_buf) b;
-            const size_t W = (size_t)pl->width;
-            char *mem = malloc(W * (3 * sizeof(WB_T) + sizeof(double) + sizeof(int64_t)));
-            if (mem) {
-                b.blk = (WB_T *)mem;
-                b.row = b.blk + W;
-                b.c = b.row + W;
-                b.tot = (double *)(b.c + W);
-                b.at = (int64_t *)(b.tot + W);
-                WB_SFX(cols_units)(ps, units * t / nt, units * (t + 1) / nt, &b);
-            } else {
-                failed = 1;
-            }
-            free(mem);
-        }
-        return failed ? -1 : 0;
+        const size_t per = 3 * sizeof(WB_T) + sizeof(double) + sizeof(int64_t);
+        return wb_parallel_ranges(WB_SFX(cols_job), ps, units, threads, (size_t)pl->width * per);
     }
-    if (pl->nout >= threads) { /* threads take ranges of outputs */
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
-#endif
-        {
-            WB_TEAM(t, nt);
-            WB_T *buf = malloc(sizeof(WB_T) * WB_CHUNK);
-            if (buf) WB_SFX(rows_outputs)(ps, pl->nout * t / nt, pl->nout * (t + 1) / nt, buf);
-            else failed = 1;
-            free(buf);
-        }
-        return failed ? -1 : 0;
-    }
-    /* fewer outputs than threads: the threads share each output's chunks, and their partial
+    if (pl->nout >= threads) /* threads take ranges of outputs */
+        return wb_parallel_ranges(WB_SFX(outputs_job), ps, pl->nout, threads,
+                                  sizeof(WB_T) * WB_CHUNK);
+    /* fewer outputs than threads: the threads share each output's units, and their partial
      * results are combined in index order (deterministic for a given thread count) */
     const Py_ssize_t n = pl->rshape[pl->nr - 1], piece = WB_SFX(piece)(pl);
     const Py_ssize_t units = pl->nred / n * ((n + piece - 1) / piece);
     if (threads > units) threads = (int)units;
-    red_part parts[WB_MAX_THREADS];
     if (threads > WB_MAX_THREADS) threads = WB_MAX_THREADS;
+    red_part parts[WB_MAX_THREADS];
+    WB_SFX(shared_ctx) c = {ps, 0, 0, parts};
     wb_odometer outs;
     odometer_seek(&outs, pl->nk, pl->kshape, pl->kstride, 0);
     for (Py_ssize_t o = 0; o < pl->nout; o++, odometer_next(&outs)) {
-        const Py_ssize_t base = pl->offset + outs.off;
+        c.o = o;
+        c.base = pl->offset + outs.off;
         for (int t = 0; t < threads; t++) parts[t] = part_init(ps->acc); /* (fewer may run) */
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
-#endif
-        {
-            WB_TEAM(t, nt);
-            WB_T *buf = malloc(sizeof(WB_T) * WB_CHUNK);
-            if (buf) WB_SFX(rows_units)(ps, o, base, units * t / nt, units * (t + 1) / nt, &parts[t], buf);
-            else failed = 1;
-            free(buf);
-        }
-        if (failed) return -1;
+        if (wb_parallel_ranges(WB_SFX(shared_job), &c, units, threads, sizeof(WB_T) * WB_CHUNK) < 0)
+            return -1;
         for (int t = 1; t < threads; t++) part_merge(&parts[0], ps->acc, &parts[t]);
         part_store(ps, o, &parts[0]);
     }

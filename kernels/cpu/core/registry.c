@@ -9,6 +9,8 @@ extern PyMethodDef wb_elementwise_methods[];
 extern PyMethodDef wb_rows_methods[];
 extern PyMethodDef wb_attention_methods[];
 extern PyMethodDef wb_reduce_methods[], wb_cast_methods[];
+extern PyMethodDef wb_llm_attention_methods[], wb_llm_rows_methods[];
+extern PyMethodDef wb_pool_methods[];
 
 int wb_register_core(PyObject *module) {
     if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
@@ -24,6 +26,10 @@ int wb_register_core(PyObject *module) {
     if (PyModule_AddFunctions(module, wb_attention_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_reduce_methods) < 0 ||
         PyModule_AddFunctions(module, wb_cast_methods) < 0)
+        return -1;
+    if (PyModule_AddFunctions(module, wb_pool_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_llm_attention_methods) < 0 ||
+        PyModule_AddFunctions(module, wb_llm_rows_methods) < 0)
         return -1;
     return 0;
 }

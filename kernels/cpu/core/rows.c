@@ -5,6 +5,7 @@
  * reassociating a single sum), and written back once, rounded once for f16 / bf16. Lines are
  * spread over the threads. */
 #include "convert.h"
+#include "threads.h"
 #include "vmath.h"
 
 #include <math.h>
@@ -57,30 +58,17 @@ typedef struct {
 #define WB_STORE wb_store_line_f64
 #include "rows_impl.h"
 
-typedef void (*lines_fn)(const void *ctx, Py_ssize_t l0, Py_ssize_t l1, void *buf);
-
-/* ``fn`` over lines [0, lines), in contiguous ranges, one per thread (several when there are
- * at least WB_ROWS_PAR elements of ``work``), each thread with its own ``buf_bytes`` buffer.
- * Releases the GIL; returns None, or NULL with MemoryError. */
-static PyObject *run_lines(lines_fn fn, const void *ctx, Py_ssize_t lines, Py_ssize_t work,
+/* ``fn`` over lines [0, lines) on the threads (several when there are at least WB_ROWS_PAR
+ * elements of ``work``), each thread with its own ``buf_bytes`` buffer. Releases the GIL;
+ * returns None, or NULL with MemoryError. */
+static PyObject *run_lines(wb_range_fn fn, const void *ctx, Py_ssize_t lines, Py_ssize_t work,
                            size_t buf_bytes) {
-    int threads = work >= WB_ROWS_PAR ? wb_get_num_threads() : 1;
-    threads = threads > lines ? (int)(lines > 0 ? lines : 1) : threads;
-    int failed = 0;
+    const int threads = wb_threads_for(work, WB_ROWS_PAR);
+    int rc;
     Py_BEGIN_ALLOW_THREADS
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
-#endif
-    {
-        WB_TEAM(t, nt);
-        void *buf = malloc(buf_bytes ? buf_bytes : 1);
-        if (buf) fn(ctx, lines * t / nt, lines * (t + 1) / nt, buf);
-        else failed = 1;
-        free(buf);
-    }
+    rc = wb_parallel_ranges(fn, ctx, lines, threads, buf_bytes ? buf_bytes : 1);
     Py_END_ALLOW_THREADS
-    (void)threads;
-    if (failed) return PyErr_NoMemory();
+    if (rc < 0) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 
@@ -108,7 +96,15 @@ typedef struct {
     int out_dtype;
 } softmax_ctx;
 
-static void softmax_lines(const void *ctx, Py_ssize_t l0, Py_ssize_t l1, void *vbuf) {
+/* f32 ``r`` (n) into the output of dtype ``dt`` at element ``o``, ``stride`` apart. */
+static void store_line(int dt, char *out, Py_ssize_t o, Py_ssize_t stride, const float *r,
+                       Py_ssize_t n) {
+    if (stride == 1) wb_store_line_f32(dt, out, o, r, n);
+    else
+        for (Py_ssize_t i = 0; i < n; i++) wb_store_line_f32(dt, out, o + i * stride, r + i, 1);
+}
+
+static void softmax_lines(const void *ctx, int t, Py_ssize_t l0, Py_ssize_t l1, void *vbuf) {
     const softmax_ctx *c = ctx;
     float *buf = vbuf;
     const wb_operand *x = c->x;
@@ -132,18 +128,7 @@ static void softmax_lines(const void *ctx, Py_ssize_t l0, Py_ssize_t l1, void *v
             const float inv = 1.0f / sum;
             for (Py_ssize_t i = 0; i < n; i++) r[i] *= inv;
         }
-        if (r == e) {
-            if (ostride == 1) {
-                wb_store_f32(c->out_dtype, c->out, o, r, n);
-            } else {
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    if (c->out_dtype == WB_F32) ((float *)c->out)[o + i * ostride] = r[i];
-                    else if (c->out_dtype == WB_BF16)
-                        ((uint16_t *)c->out)[o + i * ostride] = wb_f32_to_bf16(r[i]);
-                    else ((uint16_t *)c->out)[o + i * ostride] = wb_f32_to_f16(r[i]);
-                }
-            }
-        }
+        if (r == e) store_line(c->out_dtype, c->out, o, ostride, r, n);
     }
 }
 
@@ -183,7 +168,7 @@ typedef struct {
     float eps;
 } norm_ctx;
 
-static void norm_rows(const void *ctx, Py_ssize_t r0, Py_ssize_t r1, void *vbuf) {
+static void norm_rows(const void *ctx, int t, Py_ssize_t r0, Py_ssize_t r1, void *vbuf) {
     const norm_ctx *c = ctx;
     float *buf = vbuf;
     const wb_operand *x = c->x;
@@ -359,12 +344,163 @@ static PyObject *py_rope(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return run_lines(f64 ? rope_lines_f64 : rope_lines_f32, &c, numel / D, numel, buf);
 }
 
+/* ---- backward passes ---------------------------------------------------------------------- */
+typedef struct {
+    const wb_operand *y, *g; /* the forward's output and the gradient, one shape */
+    int dim, log;
+    char *out; /* contiguous, y's dtype */
+} softmax_bw_ctx;
+
+/* Per line: softmax gx = y (g - Σ g y); log_softmax gx = g - exp(y) Σ g. */
+static void softmax_bw_lines(const void *ctx, int t, Py_ssize_t l0, Py_ssize_t l1, void *vbuf) {
+    const softmax_bw_ctx *c = ctx;
+    const wb_operand *y = c->y, *g = c->g;
+    const Py_ssize_t n = y->shape[c->dim];
+    float *by = vbuf, *bg = by + n, *o = bg + n;
+    Py_ssize_t ostride = 1;
+    for (int d = c->dim + 1; d < y->ndim; d++) ostride *= y->shape[d];
+    for (Py_ssize_t l = l0; l < l1; l++) {
+        Py_ssize_t yin, gin, out;
+        line_start(y, c->dim, l, &yin, &out);
+        line_start(g, c->dim, l, &gin, &out);
+        const float *yv = wb_load_f32(y->dtype, y->data, yin, y->strides[c->dim], n, by);
+        const float *gv = wb_load_f32(g->dtype, g->data, gin, g->strides[c->dim], n, bg);
+        if (c->log) {
+            const float s = lane_sum_f32(gv, n);
+            for (Py_ssize_t i = 0; i < n; i++) o[i] = gv[i] - wb_expf(yv[i]) * s;
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++) o[i] = gv[i] * yv[i];
+            const float s = lane_sum_f32(o, n);
+            for (Py_ssize_t i = 0; i < n; i++) o[i] = yv[i] * (gv[i] - s);
+        }
+        store_line(y->dtype, c->out, out, ostride, o, n);
+    }
+}
+
+/* The gradient operand g: the layout (offset, strides) of an array of ``x``'s shape and dtype. */
+static int parse_grad(wb_operand *g, PyObject *const *args, PyObject *shape, const wb_operand *x,
+                      const char *what) {
+    if (wb_operand_parse(g, args[0], args[1], shape, args[2], "g") < 0) return -1;
+    if (g->dtype != x->dtype) {
+        PyErr_Format(PyExc_TypeError, "%s: g must have the input's dtype", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* softmax_backward(y, offset, shape, strides, g, g_offset, g_strides, dim, out, log) */
+static PyObject *py_softmax_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "softmax_backward: expected 10 arguments, found %zd", nargs);
+        return NULL;
+    }
+    wb_operand y, g, out;
+    if (wb_operand_parse(&y, args[0], args[1], args[2], args[3], "y") < 0 ||
+        parse_grad(&g, args + 4, args[2], &y, "softmax_backward") < 0)
+        return NULL;
+    const long dim = PyLong_AsLong(args[7]);
+    const int log = PyObject_IsTrue(args[9]);
+    if ((dim == -1 && PyErr_Occurred()) || log < 0) return NULL;
+    if (dim < 0 || dim >= y.ndim) {
+        PyErr_Format(PyExc_ValueError, "softmax_backward: dim %ld out of range for %d dims", dim,
+                     y.ndim);
+        return NULL;
+    }
+    if (wb_output_parse(&out, args[8], y.ndim, y.shape) < 0) return NULL;
+    if (!is_f32ish(y.dtype) || out.dtype != y.dtype) {
+        PyErr_SetString(PyExc_TypeError, "softmax_backward: unsupported dtype combination");
+        return NULL;
+    }
+    const Py_ssize_t numel = wb_numel(y.ndim, y.shape), n = y.shape[dim];
+    if (numel == 0) Py_RETURN_NONE;
+    softmax_bw_ctx c = {&y, &g, (int)dim, log, out.data};
+    return run_lines(softmax_bw_lines, &c, numel / n, numel, sizeof(float) * 3 * (size_t)n);
+}
+
+typedef struct {
+    const wb_operand *x, *g, *w; /* w: NULL or 1-d of the last dim */
+    const float *mean, *rstd;    /* per row; mean NULL for rms_norm */
+    char *out;
+} norm_bw_ctx;
+
+/* Per row, with x̂ = (x - mean) rstd and ĝ = g w:
+ *   layer_norm gx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)),
+ *   rms_norm   gx = rstd (ĝ - x̂ mean(ĝ x̂)). */
+static void norm_bw_rows(const void *ctx, int t, Py_ssize_t r0, Py_ssize_t r1, void *vbuf) {
+    const norm_bw_ctx *c = ctx;
+    const wb_operand *x = c->x, *g = c->g;
+    const int last = x->ndim - 1;
+    const Py_ssize_t n = x->shape[last];
+    float *bx = vbuf, *bg = bx + n, *bw = bg + n, *xh = bw + n, *gh = xh + n;
+    const wb_operand *cw = c->w;
+    const float *wp = cw ? wb_load_f32(cw->dtype, cw->data, cw->offset, cw->strides[0], n, bw) : NULL;
+    for (Py_ssize_t r = r0; r < r1; r++) {
+        Py_ssize_t xin, gin, out;
+        line_start(x, last, r, &xin, &out);
+        line_start(g, last, r, &gin, &out);
+        const float *xv = wb_load_f32(x->dtype, x->data, xin, x->strides[last], n, bx);
+        const float *gv = wb_load_f32(g->dtype, g->data, gin, g->strides[last], n, bg);
+        const float mean = c->mean ? c->mean[r] : 0.0f, rstd = c->rstd[r];
+        for (Py_ssize_t i = 0; i < n; i++) xh[i] = (xv[i] - mean) * rstd;
+        if (wp)
+            for (Py_ssize_t i = 0; i < n; i++) gh[i] = gv[i] * wp[i];
+        else
+            memcpy(gh, gv, sizeof(float) * (size_t)n);
+        const float mg = c->mean ? lane_sum_f32(gh, n) / (float)n : 0.0f;
+        for (Py_ssize_t i = 0; i < n; i++) bx[i] = gh[i] * xh[i]; /* (xv is read no more) */
+        const float mgx = lane_sum_f32(bx, n) / (float)n;
+        for (Py_ssize_t i = 0; i < n; i++) gh[i] = rstd * (gh[i] - mg - xh[i] * mgx);
+        wb_store_line_f32(x->dtype, c->out, out, gh, n);
+    }
+}
+
+/* norm_backward(x, offset, shape, strides, g, g_offset, g_strides, w, w_offset, w_strides,
+ *               mean, rstd, out): the input gradient of layer_norm (mean an array) or rms_norm
+ *               (mean None) over the last dim; mean and rstd are the forward's (f32, per row). */
+static PyObject *py_norm_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "norm_backward: expected 13 arguments, found %zd", nargs);
+        return NULL;
+    }
+    wb_operand x, g, w, mean, rstd, out;
+    if (wb_operand_parse(&x, args[0], args[1], args[2], args[3], "x") < 0) return NULL;
+    if (x.ndim < 1 || !is_f32ish(x.dtype)) {
+        PyErr_SetString(PyExc_ValueError, "norm_backward: expected x of f32, f16 or bf16 with at "
+                                          "least 1 dim");
+        return NULL;
+    }
+    const Py_ssize_t n = x.shape[x.ndim - 1], rows = wb_numel(x.ndim - 1, x.shape);
+    const wb_operand *wp;
+    if (parse_grad(&g, args + 4, args[2], &x, "norm_backward") < 0 ||
+        optional_vector(args + 7, n, x.dtype, &w, &wp, "weight") < 0)
+        return NULL;
+    const int center = args[10] != Py_None;
+    if ((center && wb_output_parse(&mean, args[10], x.ndim - 1, x.shape) < 0) ||
+        wb_output_parse(&rstd, args[11], x.ndim - 1, x.shape) < 0 ||
+        wb_output_parse(&out, args[12], x.ndim, x.shape) < 0)
+        return NULL;
+    if (out.dtype != x.dtype || rstd.dtype != WB_F32 || (center && mean.dtype != WB_F32)) {
+        PyErr_SetString(PyExc_TypeError, "norm_backward: unsupported dtype combination");
+        return NULL;
+    }
+    if (rows == 0 || n == 0) Py_RETURN_NONE;
+    norm_bw_ctx c = {&x, &g, wp, center ? (const float *)mean.data : NULL,
+                     (const float *)rstd.data, out.data};
+    return run_lines(norm_bw_rows, &c, rows, rows * n, sizeof(float) * 5 * (size_t)n);
+}
+
 PyMethodDef wb_rows_methods[] = {
     {"softmax", (PyCFunction)(void (*)(void))py_softmax, METH_FASTCALL,
      "softmax(x, offset, shape, strides, dim, out, log): (log_)softmax along dim."},
     {"norm", (PyCFunction)(void (*)(void))py_norm, METH_FASTCALL,
      "norm(x, off, shape, strides, w, w_off, w_strides, b, b_off, b_strides, eps, out, mean, "
      "rstd): layer_norm (mean an array) or rms_norm (mean None) over the last dim."},
+    {"softmax_backward", (PyCFunction)(void (*)(void))py_softmax_backward, METH_FASTCALL,
+     "softmax_backward(y, off, shape, strides, g, g_off, g_strides, dim, out, log): the input "
+     "gradient of (log_)softmax along dim from its output y and the output gradient g."},
+    {"norm_backward", (PyCFunction)(void (*)(void))py_norm_backward, METH_FASTCALL,
+     "norm_backward(x, off, shape, strides, g, g_off, g_strides, w, w_off, w_strides, mean, rstd, "
+     "out): the input gradient of layer_norm (mean an array) or rms_norm (mean None)."},
     {"group_norm", (PyCFunction)(void (*)(void))py_group_norm, METH_FASTCALL,
      "group_norm(x, off, shape, strides, groups, w, w_off, w_strides, b, b_off, b_strides, eps, "
      "out, mean, rstd): x (N, C, S) normalised per (sample, group of C/groups channels)."},

@@ -33,7 +33,8 @@ static WB_T F_(lane_ss)(const WB_T *restrict x, Py_ssize_t n, WB_T c) {
 
 /* ---- group_norm: x (N, C, S), G groups of C/G channels ----------------------------------- */
 /* Buffer: a channel's line, its output, and the weight and bias (C each). */
-static void F_(group_norm_lines)(const void *ctx, Py_ssize_t u0, Py_ssize_t u1, void *buf) {
+static void F_(group_norm_lines)(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,
+                                 void *buf) {
     const group_norm_ctx *c = ctx;
     const wb_operand *x = c->x;
     const Py_ssize_t C = x->shape[1], S = x->shape[2], G = c->groups, cpg = C / G;
@@ -69,7 +70,7 @@ static void F_(group_norm_lines)(const void *ctx, Py_ssize_t u0, Py_ssize_t u1, 
 
 /* ---- rope: pairs of x (..., D) rotated by cos/sin (..., D/2) ----------------------------- */
 /* Buffer: a line of x, its output, and a line each of cos and sin. */
-static void F_(rope_lines)(const void *ctx, Py_ssize_t l0, Py_ssize_t l1, void *buf) {
+static void F_(rope_lines)(const void *ctx, int t, Py_ssize_t l0, Py_ssize_t l1, void *buf) {
     const rope_ctx *c = ctx;
     const wb_operand *x = c->x, *cs = c->cos, *sn = c->sin;
     const int last = x->ndim - 1;

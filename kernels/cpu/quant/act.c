@@ -29,7 +29,62 @@ static inline float absmax(const float *x, int n, float *signed_max, int *finite
     return amax;
 }
 
+#if WB_HAS_AVX2
+/* roundf (half away from zero) of 8 lanes: truncate, then step away from zero where the
+ * dropped fraction is at least 1/2 (v - trunc(v) is exact). */
+static inline __m256 round_away(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+    const __m256 step = _mm256_or_ps(_mm256_and_ps(v, sign), _mm256_set1_ps(1.0f));
+    return _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                          step));
+}
+
+static inline int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* One block of 32, as the scalar loop below (same roundings, same NaN rule). */
+static inline void q8_32_block(const float *xb, int8_t *qb, float *d, float *s, int16_t *bsum) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        const __m256 a = _mm256_andnot_ps(sign, v[i]);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
+        amax = _mm256_max_ps(amax, a);
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const int finite = _mm256_movemask_ps(bad) == 0;
+    const float db = _mm_cvtss_f32(m) / 127.0f, id = finite && db != 0.0f ? 1.0f / db : 0.0f;
+    __m256i n[4];
+    for (int i = 0; i < 4; i++)
+        n[i] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
+    const int lo = hsum_i32(_mm256_add_epi32(n[0], n[1]));
+    const int hi = hsum_i32(_mm256_add_epi32(n[2], n[3]));
+    /* packs interleave 128-bit lanes; the permute restores element order */
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)qb, p);
+    *d = finite ? wb_f16_to_f32(wb_f32_to_f16(db)) : NAN;
+    if (s) *s = finite ? wb_f16_to_f32(wb_f32_to_f16(db * (float)(lo + hi))) : NAN;
+    bsum[0] = (int16_t)lo;
+    bsum[1] = (int16_t)hi;
+}
+#endif
+
 void wb_quantize_q8_32(const float *x, int64_t k, int8_t *q, float *d, float *s, int16_t *bsum) {
+#if WB_HAS_AVX2
+    for (int64_t b = 0; b < k / 32; b++)
+        q8_32_block(x + 32 * b, q + 32 * b, d + b, s ? s + b : NULL, bsum + 2 * b);
+    return;
+#endif
     for (int64_t b = 0; b < k / 32; b++) {
         const float *xb = x + 32 * b;
         int8_t *qb = q + 32 * b;
@@ -78,5 +133,33 @@ void wb_quantize_q8_k(const float *x, int64_t k, int8_t *q, float *d, int16_t *b
         }
         for (int j = 0; j < 16; j++) bsum[16 * b + j] = sum16(qb + 16 * j);
         d[b] = 1.0f / iscale;
+    }
+}
+
+int wb_level_offset(int type_id) {
+    switch (type_id) {
+    case WB_Q4_0: return 8;
+    case WB_Q5_0: return 16;
+    case WB_Q8_0: case WB_IQ4_NL: return 128;
+    default: return 0;
+    }
+}
+
+void wb_act_lanes(const int16_t *bsum, const float *d, const float *s, int64_t k, int offset,
+                  float *dv, int32_t *nsum, float *sv) {
+    for (int64_t b = 0; b < k / 32; b++) {
+        /* offset * sum spread over the 8 lanes (offset is 0, 8, 16 or 128: exact) */
+        const int32_t lane = -(offset / 8) * (bsum[2 * b] + bsum[2 * b + 1]);
+#if WB_HAS_AVX2
+        _mm256_storeu_ps(dv + 8 * b, _mm256_set1_ps(d[b]));
+        _mm256_storeu_si256((__m256i *)(nsum + 8 * b), _mm256_set1_epi32(lane));
+        if (sv) _mm256_storeu_ps(sv + 8 * b, _mm256_setr_ps(s[b], 0, 0, 0, 0, 0, 0, 0));
+#else
+        for (int i = 0; i < 8; i++) {
+            dv[8 * b + i] = d[b];
+            nsum[8 * b + i] = lane;
+            if (sv) sv[8 * b + i] = i == 0 ? s[b] : 0.0f;
+        }
+#endif
     }
 }

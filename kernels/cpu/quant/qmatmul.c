@@ -87,40 +87,71 @@ static void *alloc_row(const wb_qtype *t, int64_t k, wb_wrow *w) {
     return p;
 }
 
-/* Quantized activations of m rows. */
+/* Quantized activations of m rows, in one allocation (base). */
 typedef struct {
+    void *base;
     int8_t *q;
     float *d, *s;
     int16_t *bsum;
+    float *dv, *sv; /* the 8-lane forms (quant.h), when lanes */
+    int32_t *nsum;
 } wb_acts;
 
-static int quantize_rows(const wb_qtype *t, const float *x, int64_t m, int64_t k, wb_acts *a,
-                         int threads) {
-    int B = t->scale_block;
-    /* zeroed, with a 64-byte tail: a SIMD step past the last row's end reads zeros */
-    a->q = calloc(1, (size_t)(m * k) + 64);
-    a->d = calloc(1, sizeof(float) * (size_t)(m * k / B) + 64);
-    a->s = t->mins == WB_MINS_SUM ? calloc(1, sizeof(float) * (size_t)(m * k / 32) + 64) : NULL;
-    a->bsum = calloc(1, sizeof(int16_t) * (size_t)(m * k / 16) + 64);
-    if (!a->q || !a->d || !a->bsum || (t->mins == WB_MINS_SUM && !a->s)) return -1;
-    if (m < threads) threads = m > 1 ? (int)m : 1; /* one row per thread at most */
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t r = 0; r < m; r++) {
-        if (B == 256)
-            wb_quantize_q8_k(x + r * k, k, a->q + r * k, a->d + r * k / 256, a->bsum + r * k / 16);
-        else
-            wb_quantize_q8_32(x + r * k, k, a->q + r * k, a->d + r * k / 32,
-                              a->s ? a->s + r * k / 32 : NULL, a->bsum + r * k / 16);
+/* Carves a section of n bytes, 64-byte aligned, followed by 64 zero bytes (a SIMD step past
+ * the last row's end reads zeros, never stale heap); with base NULL it only counts. The
+ * first layout_acts call sizes and allocates, the second places the sections. */
+static void *section(char *base, size_t *at, size_t n) {
+    void *p = base ? base + *at : NULL;
+    if (base) memset(base + *at + n, 0, 64);
+    *at += (n + 64 + 63) / 64 * 64;
+    return p;
+}
+
+static int layout_acts(const wb_qtype *t, int64_t m, int64_t k, int lanes, wb_acts *a) {
+    const size_t mk = (size_t)(m * k), nb = mk / (size_t)t->scale_block;
+    const int has_s = t->mins == WB_MINS_SUM;
+    size_t at = 0;
+    char *base = a->base;
+    a->q = section(base, &at, mk);
+    a->d = section(base, &at, 4 * nb);
+    a->s = has_s ? section(base, &at, 4 * (mk / 32)) : NULL;
+    a->bsum = section(base, &at, 2 * (mk / 16));
+    a->dv = lanes ? section(base, &at, mk) : NULL; /* 8 f32 per 32 values: mk bytes */
+    a->nsum = lanes ? section(base, &at, mk) : NULL;
+    a->sv = lanes && has_s ? section(base, &at, mk) : NULL;
+    if (!base) {
+        a->base = aligned_alloc(64, at); /* at: a multiple of 64 */
+        if (!a->base) return -1;
     }
     return 0;
 }
 
-static void free_acts(wb_acts *a) {
-    free(a->q);
-    free(a->d);
-    free(a->s);
-    free(a->bsum);
+/* lanes: also the 8-lane forms the small-batch kernels of 32-element types take. */
+static int quantize_rows(const wb_qtype *t, const float *x, int64_t m, int64_t k, wb_acts *a,
+                         int threads, int lanes) {
+    const int B = t->scale_block;
+    lanes = lanes && B == 32;
+    a->base = NULL;
+    if (layout_acts(t, m, k, lanes, a) < 0) return -1;
+    layout_acts(t, m, k, lanes, a);
+    const int offset = wb_level_offset(t->type_id);
+    if (m < threads) threads = m > 1 ? (int)m : 1; /* one row per thread at most */
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t r = 0; r < m; r++) {
+        if (B == 256) {
+            wb_quantize_q8_k(x + r * k, k, a->q + r * k, a->d + r * k / 256, a->bsum + r * k / 16);
+            continue;
+        }
+        float *s = a->s ? a->s + r * k / 32 : NULL;
+        wb_quantize_q8_32(x + r * k, k, a->q + r * k, a->d + r * k / 32, s, a->bsum + r * k / 16);
+        if (lanes)
+            wb_act_lanes(a->bsum + r * k / 16, a->d + r * k / 32, s, k, offset, a->dv + r * k / 4,
+                         a->nsum + r * k / 4, a->sv ? a->sv + r * k / 4 : NULL);
+    }
+    return 0;
 }
+
+static void free_acts(wb_acts *a) { free(a->base); }
 
 static int threads_for(int64_t values) {
     return values < WB_QUANT_PARALLEL_MIN ? 1 : wb_get_num_threads();
@@ -134,6 +165,9 @@ static void act_rows(const wb_acts *acts, int B, int64_t k, int64_t r0, int rows
         a[r].d = acts->d + row * k / B;
         a[r].s = acts->s ? acts->s + row * k / 32 : NULL;
         a[r].bsum = acts->bsum + row * k / 16;
+        a[r].dv = acts->dv ? acts->dv + row * k / 4 : NULL;
+        a[r].nsum = acts->nsum ? acts->nsum + row * k / 4 : NULL;
+        a[r].sv = acts->sv ? acts->sv + row * k / 4 : NULL;
     }
 }
 
@@ -155,13 +189,13 @@ static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t
                        const float *x, int64_t m, float *out) {
     int threads = threads_for(n * k);
     wb_acts acts = {0};
-    if (quantize_rows(t, x, m, k, &acts, threads) < 0) {
+    wb_qdot_raw_fn raw_dot = m > 0 && m <= WB_QDOT_ROWS ? wb_qdot_raw_find(t) : NULL;
+    if (quantize_rows(t, x, m, k, &acts, threads, raw_dot != NULL) < 0) {
         free_acts(&acts);
         return -1;
     }
     const int64_t row_bytes = k / t->block * t->bytes;
     const int B = t->scale_block;
-    wb_qdot_raw_fn raw_dot = m > 0 && m <= WB_QDOT_ROWS ? wb_qdot_raw_find(t) : NULL;
     if (raw_dot) {
         qmatmul_raw(raw_dot, &acts, B, raw, row_bytes, n, k, (int)m, out, threads);
         free_acts(&acts);

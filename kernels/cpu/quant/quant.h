@@ -52,6 +52,12 @@ typedef struct {
     const float *d;      /* K / B */
     const float *s;      /* K / B: d * sum(q) rounded as ggml's Q8_1 (B = 32 only) */
     const int16_t *bsum; /* K / 16 */
+    /* The small-batch kernels of 32-element types (qdot_raw.c) also take, 8 lanes a block
+     * (one 256-bit vector, so that a block's integer dot product needs no shuffle to meet
+     * them; NULL when not made): */
+    const float *dv;      /* K / 32 * 8: d[b] in every lane */
+    const int32_t *nsum;  /* K / 32 * 8: -offset * sum(q over b) / 8 in every lane */
+    const float *sv;      /* K / 32 * 8: s[b] in lane 0, zeros (Q8_1 activations only) */
 } wb_arow;
 
 const wb_qtype *wb_qtype_find(int type_id);
@@ -60,6 +66,13 @@ void wb_decode_row(const wb_qtype *t, const uint8_t *raw, int64_t k, wb_wrow *w)
  * or to Q8_K (blocks of 256). */
 void wb_quantize_q8_32(const float *x, int64_t k, int8_t *q, float *d, float *s, int16_t *bsum);
 void wb_quantize_q8_k(const float *x, int64_t k, int8_t *q, float *d, int16_t *bsum);
+/* The level offset the small-batch kernels take out of a 32-element type's levels (they
+ * multiply levels u = q + offset >= 0 as unsigned bytes): 8 (Q4_0), 16 (Q5_0), 128 (Q8_0,
+ * IQ4_NL), else 0. */
+int wb_level_offset(int type_id);
+/* The 8-lane forms of wb_arow (dv, nsum; sv where s != NULL) of one Q8_0 / Q8_1 row. */
+void wb_act_lanes(const int16_t *bsum, const float *d, const float *s, int64_t k, int offset,
+                  float *dv, int32_t *nsum, float *sv);
 /* out[r] = dot(w, a[r]) for r < nrows (nrows <= WB_QDOT_ROWS). */
 #define WB_QDOT_ROWS 4
 void wb_qdot_rows(const wb_qtype *t, const wb_wrow *w, const wb_arow *a, int nrows, int64_t k,

@@ -1,10 +1,15 @@
 """``KVCache``: preallocated keys and values for several sequences ("slots").
 
-Per layer, keys ``k[slot, head_kv, cell, head_dim]`` and values alike (f32). A global layer
+Per layer and slot, in the layout the attention kernels read in place
+(``workbench.backends.cpu.llm_ops``): values ``v[layer][slot, head_kv, cell, value_dim]`` and
+keys ``kb[layer][slot, head_kv, cell // 16, head_dim, cell % 16]`` (blocks of 16 cells,
+dimension-major), f32 or f16 (``dtype``: f16 halves the memory and the bytes each decoded
+token reads, as llama.cpp's default cache; attention still computes in f32). A global layer
 has one cell per position (``max_len`` cells); a sliding-window layer has a ring of
 ``window + chunk`` cells, position ``p`` living in cell ``p % ring``: a chunk of up to
-``chunk`` new tokens can be written before its queries attend, and no query of the chunk
-loses a key it still needs (query ``p`` reads positions ``p - window + 1 .. p``).
+``chunk`` new tokens can be written before its queries attend, and no query of the chunk loses
+a key it still needs (query ``p`` reads positions ``p - window + 1 .. p``). Cell counts are
+padded to whole key blocks; padding cells stay empty.
 
 ``positions[kind][slot, cell]`` is the position held by a cell (-1: empty), from which the
 attention masks are built; ``tokens(slot)`` are the ids the slot has seen, which is what lets a
@@ -15,10 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...backends.cpu.llm_ops import KEY_BLOCK, key_rows, padded_cells
 from ...errors import WorkbenchError
 from .config import LlmConfig
 
 GLOBAL, LOCAL = 0, 1
+KV_DTYPES = {"f32": np.float32, "f16": np.float16}
 
 
 class CacheFullError(WorkbenchError):
@@ -28,7 +35,18 @@ class CacheFullError(WorkbenchError):
 class KVCache:
     """Keys/values of ``n_slots`` sequences of up to ``max_len`` positions each."""
 
-    def __init__(self, config: LlmConfig, n_slots: int = 1, max_len: int = 4096, chunk: int = 256):
+    def __init__(
+        self,
+        config: LlmConfig,
+        n_slots: int = 1,
+        max_len: int = 4096,
+        chunk: int = 256,
+        dtype: str = "f32",
+    ):
+        if dtype not in KV_DTYPES:
+            raise WorkbenchError(
+                f"KVCache: dtype must be one of {list(KV_DTYPES)}, found {dtype!r}"
+            )
         if n_slots <= 0 or max_len <= 0 or chunk <= 0:
             raise WorkbenchError(
                 f"KVCache: n_slots, max_len and chunk must be positive, found {n_slots}, "
@@ -38,26 +56,28 @@ class KVCache:
         self.n_slots = n_slots
         self.max_len = max_len
         self.chunk = chunk
+        self.dtype = dtype
+        store = KV_DTYPES[dtype]
         window = config.sliding_window
         ring = min(max_len, window + chunk) if window else max_len
         self.cells = (max_len, ring)
         self.kinds = [LOCAL if local else GLOBAL for local in config.local_layers]
         c = config
+        alloc = [padded_cells(n) for n in self.cells]
         # np.zeros maps zero pages lazily: an unused slot or cell costs no resident memory.
-        self.k = [
-            np.zeros((n_slots, c.n_head_kv, self.cells[kd], c.head_dim), np.float32)
+        self.kb = [
+            np.zeros((n_slots, c.n_head_kv, alloc[kd] // KEY_BLOCK, c.head_dim, KEY_BLOCK), store)
             for kd in self.kinds
         ]
         self.v = [
-            np.zeros((n_slots, c.n_head_kv, self.cells[kd], c.value_dim), np.float32)
-            for kd in self.kinds
+            np.zeros((n_slots, c.n_head_kv, alloc[kd], c.value_dim), store) for kd in self.kinds
         ]
-        self.positions = [np.full((n_slots, n), -1, np.int64) for n in self.cells]
+        self.positions = [np.full((n_slots, n), -1, np.int64) for n in alloc]
         self._tokens: list[list[int]] = [[] for _ in range(n_slots)]
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.k) + sum(a.nbytes for a in self.v)
+        return sum(a.nbytes for a in self.kb) + sum(a.nbytes for a in self.v)
 
     def tokens(self, slot: int) -> list[int]:
         """The ids whose keys/values slot ``slot`` holds, in order (a copy)."""
@@ -118,26 +138,14 @@ class KVCache:
         self._tokens[slot].extend(int(i) for i in ids)
         return pos
 
-    def write(self, layer: int, slot: int, pos: np.ndarray, k: np.ndarray, v: np.ndarray):
-        """Store k (head_kv, n, head_dim) and v for positions ``pos`` of ``slot``; returns the
-        keys, values (head_kv, cells, d) to attend to and the cells' positions."""
-        kind = self.kinds[layer]
-        cells = self.cells[kind]
-        idx = pos % cells
-        if kind == GLOBAL and len(idx) and idx[0] + len(idx) - 1 == idx[-1]:
-            self.k[layer][slot, :, idx[0] : idx[-1] + 1] = k
-            self.v[layer][slot, :, idx[0] : idx[-1] + 1] = v
-        else:
-            self.k[layer][slot][:, idx] = k
-            self.v[layer][slot][:, idx] = v
-        if kind == GLOBAL:
-            used = int(pos[-1]) + 1
-            return (
-                self.k[layer][slot, :, :used],
-                self.v[layer][slot, :, :used],
-                self.positions[kind][slot, :used],
-            )
-        return self.k[layer][slot], self.v[layer][slot], self.positions[kind][slot]
+    def slot_arrays(self, layer: int, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Slot ``slot`` of ``layer`` as the kernels take it: keys (head_kv, cells/16,
+        head_dim, 16), values (head_kv, cells, value_dim), the cells' positions (views)."""
+        return self.kb[layer][slot], self.v[layer][slot], self.positions[self.kinds[layer]][slot]
+
+    def keys(self, layer: int, slot: int) -> np.ndarray:
+        """The keys of a slot as rows (head_kv, cells, head_dim) (a copy, for inspection)."""
+        return key_rows(self.kb[layer][slot])[:, : self.cells[self.kinds[layer]]]
 
     def _check(self, slot: int) -> int:
         if not 0 <= slot < self.n_slots:
@@ -147,5 +155,6 @@ class KVCache:
     def __repr__(self) -> str:
         return (
             f"KVCache({self.n_slots} slots, max_len={self.max_len}, ring={self.cells[LOCAL]}, "
+            f"{self.dtype}, "
             f"{self.nbytes / 2**20:.1f} MiB)"
         )

@@ -59,6 +59,7 @@ class LLM:
         max_len: int | None = None,
         chunk: int = 256,
         tp: TensorParallel | None = None,
+        kv_dtype: str | None = None,
     ):
         vb = QVarBuilder.from_gguf(path)
         md = vb.metadata
@@ -74,13 +75,13 @@ class LLM:
                 f"only {self.config.n_vocab} rows"
             )
         self.chat_template = md.get("tokenizer.chat_template")
-        self.cache = self.transformer.new_cache(1, max_len, chunk)
+        self.cache = self.transformer.new_cache(1, max_len, chunk, kv_dtype)
         self.last_stats = GenerationStats()
 
     # -- scoring -----------------------------------------------------------------------------
     def logits(self, ids: Sequence[int]) -> np.ndarray:
         """(len(ids), n_vocab) f32 logits of every position, in a fresh sequence."""
-        cache = self.transformer.new_cache(1, max(len(ids), 1), self.cache.chunk)
+        cache = self.transformer.new_cache(1, max(len(ids), 1), self.cache.chunk, self.cache.dtype)
         return self.transformer.forward([list(ids)], [0], cache, all_logits=True)[0]
 
     # -- generation --------------------------------------------------------------------------
@@ -221,6 +222,7 @@ def load(
     device=None,
     max_len: int | None = None,
     tensor_parallel: int | Communicator | None = None,
+    kv_dtype: str | None = None,
 ) -> LLM:
     """Load a GGUF model: architecture, hyper-parameters, tokenizer and chat template all come
     from the file's metadata; weights stay quantized and memory-mapped.
@@ -230,10 +232,13 @@ def load(
     or ``mpiexec``), or pass a communicator: each rank loads and multiplies only its share of
     the heads and MLP features (quantized blocks stay quantized) and holds only its heads'
     keys and values; two all-reduces per layer make every rank's logits the model's.
+
+    ``kv_dtype`` ("f32" or "f16") is the KV cache's; by default f16 for quantized files and
+    f32 for float ones (see :meth:`Transformer.new_cache`).
     """
     if device is not None and str(device) != "cpu":
         raise WorkbenchError(f"llm.load: only device='cpu' is supported so far, found {device!r}")
-    return LLM(os.fspath(path), max_len, tp=_tensor_parallel(tensor_parallel))
+    return LLM(os.fspath(path), max_len, tp=_tensor_parallel(tensor_parallel), kv_dtype=kv_dtype)
 
 
 def _tensor_parallel(spec: int | Communicator | None) -> TensorParallel:

@@ -26,57 +26,73 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...backends.cpu import llm_ops
 from ...distributed.shard import ShardedVarBuilder, shard_qtensor
 from ...distributed.tensor_parallel import TensorParallel
 from ...errors import ShapeError, WorkbenchError
 from ...nn.var_builder import VarBuilderError
-from ...ops.creation import from_numpy
-from ...ops.fused import scaled_dot_product_attention
+from ...profiler import current_profile
 from ...quantized import QEmbedding, QMatMul, QTensor, QVarBuilder
-from .cache import LOCAL, KVCache
+from .cache import GLOBAL, LOCAL, KVCache
 from .config import LlmConfig, LlmFileError, config_from_metadata
 from .rope import Rope, RopeScaling
-
-
-def _norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    """RMSNorm over the last dim in f32: x / sqrt(mean(x²) + eps) · w."""
-    ms = np.einsum("...i,...i->...", x, x, dtype=np.float32)[..., None] / np.float32(x.shape[-1])
-    return x * (1.0 / np.sqrt(ms + np.float32(eps))) * w
-
-
-def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairs: bool) -> np.ndarray:
-    """Rotate each pair (x₁, x₂) of x (H, N, d) by θ: (x₁ cos − x₂ sin, x₂ cos + x₁ sin);
-    pairs are (x[2i], x[2i+1]) or, NeoX style, (x[i], x[i + d/2]). cos, sin: (N, d/2)."""
-    if pairs:
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-    else:
-        h = x.shape[-1] // 2
-        x1, x2 = x[..., :h], x[..., h:]
-    r1, r2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
-    if pairs:
-        return np.stack([r1, r2], axis=-1).reshape(x.shape)
-    return np.concatenate([r1, r2], axis=-1)
 
 
 def _softcap(x: np.ndarray, cap: float) -> np.ndarray:
     return np.tanh(x / cap) * cap if cap else x
 
 
+class _ProfiledKernels:
+    """``llm_ops`` with every kernel call recorded by ``profile`` as the op ``llm.<name>``, so
+    that ``wb.profile()`` and the notebook's per-cell timings still see the per-token path."""
+
+    def __init__(self, profile):
+        self._profile = profile
+
+    def __getattr__(self, name: str):
+        kernel = getattr(llm_ops, name)
+        return lambda *args: self._profile.run(f"llm.{name}", kernel, args, {})
+
+
+def _kernels():
+    """The kernels of the forward pass: ``llm_ops`` itself, or recorded when profiling."""
+    profile = current_profile()
+    return llm_ops if profile is None else _ProfiledKernels(profile)
+
+
 class _Proj:
     """``x @ W.T (+ b)`` with a quantized W; ``reduce`` (tensor parallel, a row-split W) sums
-    the ranks' partial products before the bias is added."""
+    the ranks' partial products before the bias is added. Block types the native kernels
+    multiply run straight into ``out`` (no op-layer dispatch: this is the per-token path);
+    the others through :class:`QMatMul`."""
 
     def __init__(self, weight: QTensor, bias: np.ndarray | None = None, reduce=None):
         self.mm = QMatMul(weight)
         self.bias = bias
         self.reduce = reduce
         self.out_features = weight.shape[0]
+        self._type_id = llm_ops.native_qmatmul_type(weight.ggml_dtype.name)
+        self._raw = weight.data.reshape(-1) if self._type_id is not None else None
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        y = self.mm.matmul_numpy(x)
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """x (n, K) f32 C-contiguous -> (n, N), into ``out`` when given (and no reduce)."""
+        kernels = _kernels()
+        if self._type_id is not None:
+            if out is None:
+                out = np.empty((x.shape[0], self.out_features), np.float32)
+            kernels.qmatmul_into(self._raw, self._type_id, x, out)
+            y = out
+        else:
+            y = np.require(self.mm.matmul_numpy(x), np.float32, ["C", "W"])
         if self.reduce is not None:
             y = self.reduce(y)
-        return y if self.bias is None else y + self.bias
+        if self.bias is not None:
+            y += self.bias
+        return y
+
+    @property
+    def weight(self) -> QTensor:
+        return self.mm.weight
 
 
 class _Block:
@@ -162,8 +178,10 @@ class Transformer:
                 f"token_embd.weight has {embed.shape[1]} columns, metadata embedding_length is "
                 f"{c.n_embd}"
             )
-        self.rank_config = _rank_config(c, tp)
+        self.rank_config = rc = _rank_config(c, tp)
+        self._dims = (rc.n_head, rc.n_head_kv, rc.head_dim, rc.value_dim)  # the kernels' dims
         self.embedding = QEmbedding(embed)
+        self._embed_type = llm_ops.native_qmatmul_type(embed.ggml_dtype.name)
         self.blocks = []
         svb = tp.builder(vb)
         for i in range(c.n_layer):
@@ -171,7 +189,9 @@ class Transformer:
                 self.blocks.append(_Block(svb.pp(f"blk.{i}"), c, tp))
             except (VarBuilderError, ShapeError) as e:
                 raise LlmFileError(f"layer {i} of {c.n_layer} ({c.arch}): {e}") from e
-        self.output_norm = np.ascontiguousarray(vb.get((c.n_embd,), "output_norm.weight").numpy())
+        self.output_norm = np.ascontiguousarray(
+            vb.get((c.n_embd,), "output_norm.weight").to_dtype("f32").numpy()
+        )
         head = _tensor(vb, "output.weight") if vb.contains("output.weight") else embed
         if head.shape != (c.n_vocab, c.n_embd):
             raise LlmFileError(
@@ -182,8 +202,13 @@ class Transformer:
         if c.n_vocab % tp.world_size == 0:
             head = shard_qtensor(head, tp.shard(0), "output.weight")
             self._gather_logits = tp.gather
-        self.output = QMatMul(head)
+        self.output = _Proj(head)
+        b0 = self.blocks[0] if self.blocks else None
+        weights = [] if b0 is None else [p.weight for p in (b0.q, b0.qkv, b0.down) if p]
+        quantized = any(w.ggml_dtype.name not in ("F32", "F16", "BF16") for w in weights)
+        self.kv_dtype = "f16" if quantized else "f32"  # new_cache's default
         self._rope = _ropes(vb, c)  # per cache kind (GLOBAL, LOCAL)
+        self._table_memo: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     @classmethod
     def from_gguf(cls, path) -> Transformer:
@@ -191,10 +216,20 @@ class Transformer:
         return cls(vb, vb.metadata)
 
     # -- the batch step ----------------------------------------------------------------------
-    def new_cache(self, n_slots: int = 1, max_len: int | None = None, chunk: int = 256) -> KVCache:
-        """A cache of ``n_slots`` sequences (``max_len`` defaults to min(context, 4096))."""
+    def new_cache(
+        self,
+        n_slots: int = 1,
+        max_len: int | None = None,
+        chunk: int = 256,
+        kv_dtype: str | None = None,
+    ) -> KVCache:
+        """A cache of ``n_slots`` sequences (``max_len`` defaults to min(context, 4096)).
+
+        ``kv_dtype``: "f32" or "f16"; by default f16 when the file's projections are
+        quantized (as llama.cpp: the cache then costs half the memory and the bytes each token
+        reads, an error far below the 8-bit activations'), f32 for float files."""
         max_len = max_len or min(self.config.context_length, 4096)
-        return KVCache(self.rank_config, n_slots, max_len, chunk)
+        return KVCache(self.rank_config, n_slots, max_len, chunk, kv_dtype or self.kv_dtype)
 
     def forward(
         self,
@@ -243,122 +278,112 @@ class Transformer:
         return np.stack([p[-1][-1] for p in parts])
 
     def _step(self, pieces, slots, cache: KVCache, want, all_rows: bool):
-        c = self.rank_config
-        ids = np.concatenate(pieces)
+        c, kernels = self.rank_config, _kernels()
+        ids = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
         bounds = np.cumsum([0] + [len(p) for p in pieces])
         positions = [cache.begin(s, p.tolist()) for s, p in zip(slots, pieces, strict=True)]
-        pos = np.concatenate(positions)
-        tables = [rope.tables(pos, cache.max_len) for rope in self._rope]
-        x = self.embedding(ids).numpy()
+        tables = [self._tables(kind, cache.max_len) for kind in (GLOBAL, LOCAL)]
+        # per kind of layer and sequence: the cells its tokens go to, the cells to scan
+        cells = [[p % n for p in positions] for n in cache.cells]
+        scans = [[int(p[-1]) + 1 for p in positions], [cache.cells[LOCAL]] * len(positions)]
+        x = self._embed(ids)
         if c.embed_scale != 1.0:
-            x = x * np.float32(c.embed_scale)
+            x *= np.float32(c.embed_scale)
+        ws = _Workspace(len(ids), c)
+        h, eps = ws.h, c.rms_eps
         for layer, blk in enumerate(self.blocks):
-            h = _norm(x, blk.attn_norm, c.rms_eps)
-            a = self._attention(
-                layer, blk, h, tables[cache.kinds[layer]], slots, positions, bounds, cache
-            )
-            if blk.post_attn_norm is not None:
-                a = _norm(a, blk.post_attn_norm, c.rms_eps)
-            x = x + a
-            h = _norm(x, blk.ffn_norm, c.rms_eps)
-            m = self._mlp(blk, h)
-            if blk.post_ffw_norm is not None:
-                m = _norm(m, blk.post_ffw_norm, c.rms_eps)
-            x = x + m
+            if layer == 0:
+                kernels.residual_norm(x, None, None, blk.attn_norm, eps, h)
+            kind = cache.kinds[layer]
+            a = self._attention(layer, blk, h, ws, tables[kind], slots, positions, cells[kind],
+                                scans[kind], bounds, cache)  # fmt: skip
+            kernels.residual_norm(x, a, blk.post_attn_norm, blk.ffn_norm, eps, h)
+            m = self._mlp(blk, h, ws)
+            nxt = self.blocks[layer + 1].attn_norm if layer + 1 < len(self.blocks) else None
+            kernels.residual_norm(x, m, blk.post_ffw_norm, nxt, eps, h if nxt is not None else None)
         out = []
         for i, w in enumerate(want):
             if not w:
                 out.append(None)
                 continue
-            rows = (
-                x[bounds[i] : bounds[i + 1]] if all_rows else x[bounds[i + 1] - 1 : bounds[i + 1]]
-            )
-            logits = self.output.matmul_numpy(_norm(rows, self.output_norm, c.rms_eps))
+            first = bounds[i] if all_rows else bounds[i + 1] - 1
+            rows = x[first : bounds[i + 1]]
+            normed = np.empty_like(rows)
+            kernels.residual_norm(rows, None, None, self.output_norm, eps, normed)
+            logits = self.output(normed)
             if self._gather_logits is not None:
                 logits = self._gather_logits(logits)
             out.append(_softcap(logits, c.final_softcap))
         return out
 
-    def _mlp(self, blk: _Block, h: np.ndarray) -> np.ndarray:
+    def _embed(self, ids: np.ndarray) -> np.ndarray:
+        """(n, n_embd) f32 rows of the token embedding, a new array (updated in place)."""
+        kernels = _kernels()
+        if self._embed_type is not None:
+            x = np.empty((len(ids), self.config.n_embd), np.float32)
+            kernels.embed_into(self.embedding.weight.data, self._embed_type, ids, x)
+            return x
+        return np.array(self.embedding(ids).numpy(), dtype=np.float32)
+
+    def _tables(self, kind: int, context: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rope cos/sin of every position of a ``context``-long cache, (context, n_rot/2)
+        each (made once per cache length)."""
+        key = (kind, context)
+        table = self._table_memo.get(key)
+        if table is None:
+            table = self._rope[kind].tables(np.arange(context), context)
+            self._table_memo[key] = table
+        return table
+
+    def _mlp(self, blk: _Block, h: np.ndarray, ws: _Workspace) -> np.ndarray:
+        gelu, kernels = self.config.activation != "silu", _kernels()  # else GELU, tanh form
         if blk.gate_up is not None:
-            gu = blk.gate_up(h)
-            g, u = gu[:, : self.rank_config.n_ff], gu[:, self.rank_config.n_ff :]
+            kernels.glu(blk.gate_up(h), None, gelu, ws.act)
         else:
-            g, u = blk.gate(h), blk.up(h)
-        if self.config.activation == "silu":  # g·σ(g)
-            act = g / (1.0 + np.exp(-g))
-        else:  # GELU, tanh form: g/2 · (1 + tanh(√(2/π)(g + 0.044715 g³)))
-            act = (
-                0.5
-                * g
-                * (
-                    1.0
-                    + np.tanh(
-                        np.float32(0.7978845608028654) * (g + np.float32(0.044715) * g * g * g)
-                    )
-                )
-            )
-        return blk.down(act * u)
+            kernels.glu(blk.gate(h, ws.g), blk.up(h, ws.u), gelu, ws.act)
+        return blk.down(ws.act, ws.m)
 
-    def _rotate(self, x: np.ndarray, table) -> np.ndarray:
-        """Rope on x (heads, N, head_dim): the first n_rot dims of each head."""
-        c = self.rank_config
-        cos, sin = table
-        if c.n_rot == c.head_dim:
-            return _rope(x, cos, sin, c.rope_pairs)
-        rot = _rope(x[..., : c.n_rot], cos, sin, c.rope_pairs)
-        return np.concatenate([rot, x[..., c.n_rot :]], axis=-1)
-
-    def _attention(self, layer, blk: _Block, h, table, slots, positions, bounds, cache):
-        c = self.rank_config
-        n = h.shape[0]
-        hq, hk = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
+    def _attention(self, layer, blk: _Block, h, ws: _Workspace, table, slots, positions, cells,
+                   scans, bounds, cache: KVCache):  # fmt: skip
+        """q/k/v of the new tokens; each sequence's keys and values stored in its cache slot,
+        its queries attending to the slot (kernels in ``llm_ops``, reading the cache in place)."""
+        c, kernels = self.rank_config, _kernels()
         if blk.qkv is not None:
+            hq, hk = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
             qkv = blk.qkv(h)
-            q, k, v = qkv[:, :hq], qkv[:, hq : hq + hk], qkv[:, hq + hk :]
+            q = np.ascontiguousarray(qkv[:, :hq])
+            k = np.ascontiguousarray(qkv[:, hq : hq + hk])
+            v = np.ascontiguousarray(qkv[:, hq + hk :])
         else:
-            q, k, v = blk.q(h), blk.k(h), blk.v(h)
-        q = np.ascontiguousarray(q).reshape(n, c.n_head, c.head_dim)
-        k = np.ascontiguousarray(k).reshape(n, c.n_head_kv, c.head_dim)
-        v = v.reshape(n, c.n_head_kv, c.value_dim)
-        if blk.q_norm is not None:
-            q = _norm(q, blk.q_norm, c.rms_eps)
-        if blk.k_norm is not None:
-            k = _norm(k, blk.k_norm, c.rms_eps)
-        q = self._rotate(np.ascontiguousarray(q.transpose(1, 0, 2)), table)  # (H, N, D)
-        k = self._rotate(np.ascontiguousarray(k.transpose(1, 0, 2)), table)
-        v = v.transpose(1, 0, 2)
+            q, k, v = blk.q(h, ws.q), blk.k(h, ws.k), blk.v(h, ws.v)
+        cos, sin = table
         local = cache.kinds[layer] == LOCAL
-        out = np.empty((n, c.n_head, c.value_dim), np.float32)
-        for i, (slot, qpos) in enumerate(zip(slots, positions, strict=True)):
-            a, b = bounds[i], bounds[i + 1]
-            keys, values, kpos = cache.write(layer, slot, qpos, k[:, a:b], v[:, a:b])
-            mask = (kpos[None, :] >= 0) & (kpos[None, :] <= qpos[:, None])
-            if local:
-                mask &= qpos[:, None] - kpos[None, :] < c.sliding_window
-            qi = np.ascontiguousarray(q[:, a:b]).reshape(c.n_head_kv, c.n_group, b - a, c.head_dim)
-            o = self._attend(qi, keys[:, None], values[:, None], mask)
-            out[a:b] = o.reshape(c.n_head, b - a, c.value_dim).transpose(1, 0, 2)
-        return blk.o(out.reshape(n, c.n_head * c.value_dim))
+        window = c.sliding_window if local else 0
+        dims = self._dims
+        out = ws.att
+        for i, slot in enumerate(slots):
+            a, b, qpos = bounds[i], bounds[i + 1], positions[i]
+            kb, vc, kpos = cache.slot_arrays(layer, slot)
+            qi = q[a:b]
+            kernels.rope_store(qi, k[a:b], v[a:b], qpos, cos, sin, blk.q_norm, blk.k_norm, kb, vc,
+                               cells[i], dims, c.n_rot, not c.rope_pairs, c.rms_eps)  # fmt: skip
+            kernels.attention(qi, kb, vc, kpos, qpos, out[a:b], dims, scans[i], c.attn_scale,
+                              c.attn_softcap, window)  # fmt: skip
+        return blk.o(out, ws.o)
 
-    def _attend(self, q, k, v, mask):
-        """q (Hkv, G, L, D), k/v (Hkv, 1, S, D), mask (L, S) bool -> (Hkv, G, L, Dv)."""
-        c = self.rank_config
-        if not c.attn_softcap:
-            return scaled_dot_product_attention(
-                from_numpy(q),
-                from_numpy(k),
-                from_numpy(v),
-                attn_mask=from_numpy(mask),
-                scale=c.attn_scale,
-            ).numpy()
-        # Soft-capping sits between the product and the softmax, which the fused op cannot do.
-        s = _softcap(
-            np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(c.attn_scale), c.attn_softcap
-        )
-        s = np.where(mask, s, -np.inf)
-        s = np.exp(s - s.max(axis=-1, keepdims=True))
-        return np.matmul(s / s.sum(axis=-1, keepdims=True), v)
+
+class _Workspace:
+    """The activations of one step of ``n`` tokens, allocated once and reused by every layer."""
+
+    def __init__(self, n: int, c: LlmConfig):
+        def buf(width: int) -> np.ndarray:
+            return np.empty((n, width), np.float32)
+
+        self.h, self.o, self.m = buf(c.n_embd), buf(c.n_embd), buf(c.n_embd)
+        self.q, self.k = buf(c.n_head * c.head_dim), buf(c.n_head_kv * c.head_dim)
+        self.v = buf(c.n_head_kv * c.value_dim)
+        self.att = buf(c.n_head * c.value_dim)
+        self.g, self.u, self.act = buf(c.n_ff), buf(c.n_ff), buf(c.n_ff)
 
 
 def _ropes(vb: QVarBuilder, c: LlmConfig) -> tuple[Rope, Rope]:

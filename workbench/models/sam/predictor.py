@@ -14,6 +14,7 @@ import numpy as np
 
 from ...autograd import no_grad
 from ...ops import creation, pool
+from ...tensor import Tensor
 from .model import MASK_THRESHOLD, Sam
 
 
@@ -28,7 +29,7 @@ class SamPredictor:
 
     def __init__(self, model: Sam):
         self.model = model
-        self.features = None
+        self.features: Tensor | None = None  # the image embedding, once set_image ran
         self.original_size: tuple[int, int] | None = None
         self.input_size: tuple[int, int] | None = None
 

@@ -1,11 +1,10 @@
-"""Attention on CUDA as softmax between two cuBLAS GEMMs (scores are materialised)."""
+"""Attention on the GPU backends as a softmax between two GEMMs (scores are materialised)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..layout import Layout
-from . import kernels as K
 
 
 class AttentionOps:
@@ -20,7 +19,7 @@ class AttentionOps:
         Returns (out (*B, L, Ev), probabilities (*B, L, S) in the compute dtype).
         """
         dtype = self.dtype
-        cdt = K.compute_dtype(dtype)
+        cdt = self.K.compute_dtype(dtype)
         batch = tuple(q_layout.shape[:-2])
         length, source = q_layout.shape[-2], k_layout.shape[-2]
         shape = (*batch, length, source)

@@ -1,20 +1,23 @@
-"""Convolution (im2col + cuBLAS), pooling and upsampling on CUDA (NCHW, f16/bf16/f32/f64)."""
+"""Convolution (im2col + the device GEMM), pooling and upsampling on the GPU backends (NCHW,
+the device's float dtypes)."""
 
 from __future__ import annotations
 
 from ..conv_params import ConvParams
 from ..errors import UnsupportedOnDevice
-from ..gpu.params import F32, I32, Dims, geometry
 from ..layout import Layout, numel
-from . import kernels as K
+from .gemm import gemm_2d
+from .params import F32, I32, Dims, geometry
 
 
 class NnOps:
     __slots__ = ()
 
     def _float_only(self, op: str) -> None:
-        if self.dtype not in K.FLOAT:
-            raise UnsupportedOnDevice(f"op {op} is not implemented on cuda for {self.dtype}")
+        if self.dtype not in self.K.FLOAT:
+            raise UnsupportedOnDevice(
+                f"op {op} is not implemented on {self.device_kind} for {self.dtype}"
+            )
 
     # -- convolution ------------------------------------------------------------------------
     def conv2d(self, layout, weight, w_layout, bias, b_layout, stride, padding, dilation,
@@ -32,10 +35,7 @@ class NnOps:
         out = self._new(n * o * ho * wo)
         if out.size == 0:
             return out
-        if weight.dtype != self.dtype:
-            weight = weight.cast(w_layout, self.dtype)
-            w_layout = Layout.contiguous(tuple(w_layout.shape))
-        wmat = weight.contiguous(w_layout)  # (O, C/g·kh·kw) row-major
+        wmat = weight.cast(w_layout, self.dtype)  # (O, C/g·kh·kw), contiguous in x's dtype
         rows, cols = c * kh * kw, ho * wo
         col = self._new(rows * cols)
         geom = geometry(c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo)
@@ -46,8 +46,7 @@ class NnOps:
             for g in range(groups):
                 a = Layout((og, kg), (kg, 1), g * og * kg)
                 b = Layout((kg, cols), (cols, 1), g * kg * cols)
-                dst = out._at(img * o * cols + g * og * cols)
-                _gemm_into(wmat, a, col, b, dst, self)
+                gemm_2d(wmat, a, col, b, out, img * o * cols + g * og * cols)
         return out._add_channel_bias(bias, b_layout, (n, o, ho, wo))
 
     def _add_channel_bias(self, bias, b_layout, shape: tuple[int, int, int, int]):
@@ -77,10 +76,7 @@ class NnOps:
         out = self._new(n * o * ho * wo)
         if out.size == 0:
             return out
-        if weight.dtype != self.dtype:
-            weight = weight.cast(w_layout, self.dtype)
-            w_layout = Layout.contiguous(tuple(w_layout.shape))
-        wmat = weight.contiguous(w_layout)  # (C, O/g·kh·kw)
+        wmat = weight.cast(w_layout, self.dtype)  # (C, O/g·kh·kw), contiguous in x's dtype
         x = self.contiguous(layout)  # (N, C, H·W)
         cg, kg, hw = c // groups, og * kh * kw, h * w
         col = self._new(o * kh * kw * hw)
@@ -89,7 +85,7 @@ class NnOps:
             for g in range(groups):
                 a = Layout((kg, cg), (1, kg), g * cg * kg)  # W_gᵀ, a transposed view
                 b = Layout((cg, hw), (hw, 1), img * c * hw + g * cg * hw)
-                _gemm_into(wmat, a, x, b, col._at(g * kg * hw), self)
+                gemm_2d(wmat, a, x, b, col, g * kg * hw)
             self._launch("conv", f"col2im_{self.dtype}", o * ho * wo,
                          out._at(img * o * ho * wo), col._at(), geom)  # fmt: skip
         return out._add_channel_bias(bias, b_layout, (n, o, ho, wo))
@@ -121,7 +117,7 @@ class NnOps:
             for grp in range(groups):
                 a = Layout((og, cols), (cols, 1), img * o * cols + grp * og * cols)
                 b = Layout((cols, kg), (1, cols), grp * kg * cols)  # col_gᵀ, a transposed view
-                _gemm_into(g, a, col, b, out._at(grp * og * kg), self,
+                gemm_2d(g, a, col, b, out, grp * og * kg,
                            beta=0.0 if img == 0 else 1.0)  # fmt: skip
         return out
 
@@ -280,20 +276,3 @@ def _bilinear_params(sizes, new_sizes, align_corners: bool, scales):
         else:
             params.append((1.0 / scale if scale else size / new, 0))
     return params
-
-
-def _gemm_into(a_storage, a: Layout, b_storage, b: Layout, dst, like, beta: float = 0.0) -> None:
-    """Row-major (m, k) @ (k, n) (+ beta · C) into the contiguous (m, n) at address ``dst``.
-
-    Each operand is row-major or a transposed view (strides (1, ld)), read in place.
-    """
-    from .cublas import gemm_operand
-    from .runtime import runtime
-
-    m, k = a.shape
-    n = b.shape[1]
-    ta, lda = gemm_operand(a.shape, a.strides)
-    tb, ldb = gemm_operand(b.shape, b.strides)
-    # column-major Cᵀ (n x m) = Bᵀ (n x k) Aᵀ (k x m): B first
-    runtime().gemm(like.index, like.dtype, tb, ta, n, m, k, b_storage._at(b.offset), ldb, 0,
-                   a_storage._at(a.offset), lda, 0, dst, n, 0, 1, beta=beta)  # fmt: skip

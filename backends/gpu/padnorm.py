@@ -1,4 +1,5 @@
-"""Padding (``kernels/gpu/pad.h``) and group normalisation (``kernels/gpu/norm.h``) on CUDA."""
+"""Padding (``kernels/gpu/pad.h``) and group normalisation (``kernels/gpu/norm.h``) on the GPU
+backends."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import numpy as np
 
 from ..dtypes import NUMPY_BY_NAME
 from ..errors import UnsupportedOnDevice
-from ..gpu.params import I32, MAX_DIMS, Dims, Ptr, Raw, geometry
-from ..gpu.plan import group_norm_threads, row_grid
 from ..layout import Layout, numel
-from . import kernels as K
+from .params import I32, MAX_DIMS, Dims, Raw, geometry
+from .plan import group_norm_threads, row_grid
 
 PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
 
@@ -44,7 +44,9 @@ class PadNormOps:
         (a negative pad crops); ``reflect`` mirrors without the edge; ``replicate`` repeats the
         edge; ``circular`` wraps around. Any dtype; the output is contiguous."""
         if mode not in PAD_MODES:
-            raise UnsupportedOnDevice(f"op pad is not implemented on cuda for mode {mode!r}")
+            raise UnsupportedOnDevice(
+                f"op pad is not implemented on {self.device_kind} for mode {mode!r}"
+            )
         shape = tuple(layout.shape)
         out_shape = tuple(n + lo + hi for n, (lo, hi) in zip(shape, pads, strict=True))
         total = numel(out_shape)
@@ -54,14 +56,15 @@ class PadNormOps:
         sizes, strides, lo, outs = pad_dims(shape, layout.strides, pads)
         if len(sizes) > MAX_DIMS:
             raise UnsupportedOnDevice(
-                f"op pad on cuda takes at most {MAX_DIMS} dims that are padded or not "
-                f"mergeable, got shape {shape} with strides {tuple(layout.strides)}, pads {pads}"
+                f"op pad on {self.device_kind} takes at most {MAX_DIMS} dims that are padded or "
+                f"not mergeable, got shape {shape} with strides {tuple(layout.strides)}, "
+                f"pads {pads}"
             )
         rest = MAX_DIMS - len(sizes)
         geom = geometry(*lo, *([0] * rest), *outs, *([1] * rest))
         itemsize = np.dtype(NUMPY_BY_NAME[self.dtype]).itemsize
         raw = np.array(value if mode == "constant" else 0).astype(NUMPY_BY_NAME[self.dtype])
-        self._launch("pad", K.pad_name(itemsize), total, out._at(), self._at(),
+        self._launch("pad", self.K.pad_name(itemsize), total, out._at(), self._at(),
                      Dims(Layout(sizes, strides, layout.offset)), geom, total,
                      I32(PAD_MODES[mode]), Raw(raw.tobytes(), itemsize))  # fmt: skip
         return out
@@ -72,9 +75,9 @@ class PadNormOps:
         the compute type (f32 for halves), then rounded to this dtype."""
         if mode not in PAD_MODES or mode == "constant":
             raise UnsupportedOnDevice(
-                f"op pad_backward is not implemented on cuda for mode {mode!r}"
+                f"op pad_backward is not implemented on {self.device_kind} for mode {mode!r}"
             )
-        K.pad_backward_name(self.dtype)  # float dtypes only
+        self.K.pad_backward_name(self.dtype)  # float dtypes only
         shape = list(layout.shape)
         padded = [d for d, (lo, hi) in enumerate(pads) if lo or hi]
         if not padded:
@@ -85,9 +88,9 @@ class PadNormOps:
             n = shape[d] - lo - hi
             shape[d] = n
             total = numel(shape)
-            out = self._new(total, K.compute_dtype(self.dtype))
+            out = self._new(total, self.K.compute_dtype(self.dtype))
             inner = numel(shape[d + 1 :])
-            self._launch("pad", K.pad_backward_name(cur.dtype), total, out._at(), cur._at(),
+            self._launch("pad", self.K.pad_backward_name(cur.dtype), total, out._at(), cur._at(),
                          cur_layout, total, inner, n, lo, hi, I32(PAD_MODES[mode]))  # fmt: skip
             cur, cur_layout = out, Layout.contiguous(tuple(shape))
         if cur.dtype != self.dtype:
@@ -100,12 +103,12 @@ class PadNormOps:
         """GroupNorm of x (N, C, S): statistics over each group of C/G channels and all of S,
         then a per-channel affine. Returns (out (N, C, S), mean (N, G), rstd (N, G)), the
         statistics in the compute type (f32 for halves). One block per (n, g)."""
-        name = K.group_norm_name(self.dtype)
+        name = self.K.group_norm_name(self.dtype)
         n, c, s = (int(v) for v in layout.shape)
         g = int(num_groups)
         if g <= 0 or c % g:
             raise ValueError(f"group_norm: {g} groups do not divide {c} channels")
-        cdt = K.compute_dtype(self.dtype)
+        cdt = self.K.compute_dtype(self.dtype)
         rows, cpg = n * g, c // g
         out = self._new(n * c * s)
         mean, rstd = self._new(rows, cdt), self._new(rows, cdt)
@@ -119,9 +122,9 @@ class PadNormOps:
         return out, mean, rstd
 
     def _affine(self, other, layout, c: int):
-        """(pointer, layout) of an optional per-channel (C,) operand in this dtype."""
+        """(buffer argument, layout) of an optional per-channel (C,) operand in this dtype."""
         if other is None:
-            return Ptr(0), Layout.contiguous((c,))
+            return self._null(), Layout.contiguous((c,))
         if other.dtype != self.dtype:
             other = other.cast(layout, self.dtype)
             layout = Layout.contiguous((c,))
