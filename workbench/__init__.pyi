@@ -216,13 +216,28 @@ from .ops.indexing import nonzero as nonzero
 from .ops.indexing import scatter as scatter
 from .ops.indexing import scatter_add as scatter_add
 from .ops.indexing import scatter_reduce as scatter_reduce
+from .ops.inplace import abs_ as abs_
 from .ops.inplace import add_ as add_
+from .ops.inplace import ceil_ as ceil_
 from .ops.inplace import clamp_ as clamp_
 from .ops.inplace import copy_ as copy_
+from .ops.inplace import cos_ as cos_
 from .ops.inplace import div_ as div_
+from .ops.inplace import exp_ as exp_
 from .ops.inplace import fill_ as fill_
+from .ops.inplace import floor_ as floor_
+from .ops.inplace import log_ as log_
+from .ops.inplace import masked_fill_ as masked_fill_
 from .ops.inplace import mul_ as mul_
+from .ops.inplace import neg_ as neg_
+from .ops.inplace import relu_ as relu_
+from .ops.inplace import round_ as round_
+from .ops.inplace import rsqrt_ as rsqrt_
+from .ops.inplace import sigmoid_ as sigmoid_
+from .ops.inplace import sin_ as sin_
+from .ops.inplace import sqrt_ as sqrt_
 from .ops.inplace import sub_ as sub_
+from .ops.inplace import tanh_ as tanh_
 from .ops.inplace import zero_ as zero_
 from .ops.matmul import matmul as matmul
 from .ops.pool import adaptive_avg_pool1d as adaptive_avg_pool1d
@@ -359,6 +374,7 @@ __all__ = [
     "WorkbenchError",
     "__version__",
     "abs",
+    "abs_",
     "absolute",
     "acos",
     "adaptive_avg_pool1d",
@@ -404,6 +420,7 @@ __all__ = [
     "broadcast_to",
     "cat",
     "ceil",
+    "ceil_",
     "chunk",
     "clamp",
     "clamp_",
@@ -422,6 +439,7 @@ __all__ = [
     "copy_",
     "copysign",
     "cos",
+    "cos_",
     "cosh",
     "count_nonzero",
     "cpu",
@@ -450,6 +468,7 @@ __all__ = [
     "erfc",
     "exp",
     "exp2",
+    "exp_",
     "expand",
     "expand_as",
     "expm1",
@@ -464,6 +483,7 @@ __all__ = [
     "float32",
     "float64",
     "floor",
+    "floor_",
     "floor_div",
     "floor_divide",
     "fmax",
@@ -517,6 +537,7 @@ __all__ = [
     "log10",
     "log1p",
     "log2",
+    "log_",
     "log_softmax",
     "logical_and",
     "logical_not",
@@ -526,6 +547,7 @@ __all__ = [
     "lt",
     "manual_seed",
     "masked_fill",
+    "masked_fill_",
     "masked_select",
     "matmul",
     "max",
@@ -554,6 +576,7 @@ __all__ = [
     "native_info",
     "ne",
     "neg",
+    "neg_",
     "negative",
     "nn",
     "no_grad",
@@ -583,6 +606,7 @@ __all__ = [
     "recip",
     "reciprocal",
     "relu",
+    "relu_",
     "remainder",
     "repeat",
     "repeat_interleave",
@@ -592,7 +616,9 @@ __all__ = [
     "roll",
     "rope",
     "round",
+    "round_",
     "rsqrt",
+    "rsqrt_",
     "save_npz",
     "save_safetensors",
     "scaled_dot_product_attention",
@@ -603,16 +629,19 @@ __all__ = [
     "set_num_threads",
     "sgn",
     "sigmoid",
+    "sigmoid_",
     "sign",
     "signbit",
     "silu",
     "sin",
+    "sin_",
     "sinh",
     "softmax",
     "sort",
     "split",
     "sqr",
     "sqrt",
+    "sqrt_",
     "square",
     "squeeze",
     "stack",
@@ -625,6 +654,7 @@ __all__ = [
     "take_along_dim",
     "tan",
     "tanh",
+    "tanh_",
     "tensor",
     "tile",
     "to",

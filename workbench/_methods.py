@@ -2,7 +2,8 @@
 
 Every ``@op`` function of the op families whose first argument is a tensor becomes a method of
 the same name, so ``x.exp()`` is ``wb.exp(x)`` with no extra call in between. PyTorch's dtype
-conversions (``x.float()``, ``x.long()``, ``x.type(wb.i32)``, ...) are ``x.to(dtype)``.
+conversions (``x.float()``, ``x.long()``, ``x.type(wb.i32)``, ...) are ``x.to(dtype)``, and
+``x.new_zeros(...)`` and its kin make tensors of x's dtype and device.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from . import dtype as dt
 from .dtype import DType
-from .ops import FAMILIES
+from .ops import FAMILIES, creation
 from .ops import elementwise as ew
 from .ops import matmul as mm
 from .tensor import Tensor
@@ -92,6 +93,8 @@ def _bind() -> None:
     for name, dtype in _CONVERSIONS.items():
         setattr(Tensor, name, _conversion(name, dtype))
     Tensor.type = _type
+    for name in ("new_full", "new_zeros", "new_ones", "new_empty", "new_tensor"):
+        setattr(Tensor, name, getattr(creation, name))
     Tensor.__hash__ = object.__hash__
     Tensor.T = property(_T)
     Tensor.mT = property(_mT)

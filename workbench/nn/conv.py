@@ -40,6 +40,8 @@ _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 class _ConvNd(Module):
     _dims = 2
     _transposed = False
+    weight: Tensor
+    bias: Tensor | None
 
     def __init__(
         self,

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from ..ops import elementwise as ew
-from ..ops import indexing
 from ..tensor import Tensor
-from . import init
+from . import functional, init
 from ._params import make_param
 from .module import Module
 
@@ -15,6 +13,8 @@ class Embedding(Module):
     initialised N(0, 1) as in PyTorch (``vb.get(..., "weight")`` with a builder).
 
     ``padding_idx``: that row starts at zeros and never receives a gradient."""
+
+    weight: Tensor
 
     def __init__(
         self,
@@ -41,12 +41,7 @@ class Embedding(Module):
         self.register_parameter("weight", weight)
 
     def forward(self, ids: Tensor) -> Tensor:
-        out = indexing.embedding(self.weight, ids)
-        if self.padding_idx is None or not out.requires_grad:
-            return out
-        # Same values; the padding row gets no gradient (as PyTorch).
-        keep = (ids != self.padding_idx).unsqueeze(-1)
-        return ew.where(keep, out, out.detach())
+        return functional.embedding(ids, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..autograd import no_grad, record
 from ..errors import ShapeError
-from ..ops import FAMILIES
+from ..ops import FAMILIES, fused, indexing
 from ..ops import elementwise as ew
 from ..ops.creation import arange, from_numpy, zeros_like
 from ..random import Generator, default_generator
@@ -45,6 +45,8 @@ __all__ = [
     "kl_div", "l1_loss", "leaky_relu", "linear", "logsigmoid", "mish", "mse_loss", "nll_loss",
     "normalize", "one_hot", "prelu", "quick_gelu", "relu", "relu2", "relu6", "selu", "sigmoid",
     "silu", "smooth_l1_loss", "softplus", "softsign", "swiglu", "tanh",
+    "tanhshrink", "softshrink", "hardshrink", "threshold", "cosine_similarity", "embedding",
+    "rms_norm",
 ]  # fmt: skip
 
 
@@ -276,6 +278,62 @@ def one_hot(indices: Tensor, num_classes: int = -1) -> Tensor:
 def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(‖x‖ₚ, eps) along ``dim``."""
     return x / x.norm(p, dim, keepdim=True).clamp(min=eps)
+
+
+# -- shrinkage and thresholds ----------------------------------------------------------------
+def tanhshrink(x: Tensor) -> Tensor:
+    """x − tanh(x)."""
+    return x - ew.tanh(x)
+
+
+def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """x − λ sign(x) where |x| > λ, else 0."""
+    return (x - ew.sign(x) * lambd).masked_fill(ew.abs(x) <= lambd, 0.0)
+
+
+def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > λ, else 0."""
+    return x.masked_fill(ew.abs(x) <= lambd, 0.0)
+
+
+def threshold(x: Tensor, threshold: float, value: float) -> Tensor:
+    """x where x > threshold, else ``value``."""
+    return x.masked_fill(x <= threshold, value)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """Σ (x1 / max(‖x1‖, eps)) (x2 / max(‖x2‖, eps)) along ``dim`` (x1, x2 broadcast)."""
+    n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
+    n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+# -- PyTorch's argument order for ops the core spells differently ---------------------------
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows ``input`` (integer ids) of ``weight`` (V, D): torch's ``F.embedding(input, weight)``
+    (the core op is ``wb.embedding(weight, ids)``). The ``padding_idx`` row gets no gradient."""
+    out = indexing.embedding(weight, input)
+    if padding_idx is None or not out.requires_grad:
+        return out
+    keep = (input != padding_idx).unsqueeze(-1)  # same values; no gradient to the padding row
+    return ew.where(keep, out, out.detach())
+
+
+def rms_norm(
+    input: Tensor,
+    normalized_shape: int | tuple[int, ...],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    """x / sqrt(mean(x²) + eps) · weight over the trailing ``normalized_shape`` dims, torch's
+    ``F.rms_norm`` (eps None: the machine epsilon of the dtype it is computed in). The core op is
+    ``wb.rms_norm(x, weight, eps)`` over the last dim."""
+    k = len(fused.trailing_dims("rms_norm", input, normalized_shape))
+    if eps is None:
+        eps = 2.0**-52 if input.dtype.name == "f64" else 2.0**-23  # halves compute in f32
+    flat = input.reshape(*input.shape[: input.ndim - k], -1) if k > 1 else input
+    w = weight.reshape(-1) if weight is not None and k > 1 else weight
+    return fused.rms_norm(flat, w, eps).reshape(input.shape)
 
 
 def _core_op(name: str):

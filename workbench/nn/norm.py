@@ -27,6 +27,9 @@ class LayerNorm(Module):
     """Normalise over the last ``len(normalized_shape)`` dims; γ (``weight``) and β (``bias``)
     have that shape (ones and zeros)."""
 
+    weight: Tensor | None  # None without elementwise_affine
+    bias: Tensor | None
+
     def __init__(
         self,
         normalized_shape,
@@ -61,6 +64,8 @@ class LayerNorm(Module):
 
 class RmsNorm(Module):
     """y = x / √(mean(x²) + ε) γ over the last dims; γ (``weight``) starts at ones."""
+
+    weight: Tensor | None  # None without elementwise_affine
 
     def __init__(
         self,
@@ -108,6 +113,9 @@ RMSNorm = RmsNorm
 class GroupNorm(Module):
     """x (N, C, *) normalised per group of C / G channels; γ, β: (C,)."""
 
+    weight: Tensor | None  # None without affine
+    bias: Tensor | None
+
     def __init__(
         self,
         num_groups: int,
@@ -142,6 +150,8 @@ class GroupNorm(Module):
 
 class _BatchNorm(Module):
     _ndims: tuple[int, ...] = (2, 3)
+    weight: Tensor | None  # None without affine
+    bias: Tensor | None
 
     def __init__(
         self,

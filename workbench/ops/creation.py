@@ -168,6 +168,34 @@ def _like(t: Tensor, dtype, device) -> tuple[DType, Device]:
     return (t.dtype if dtype is None else dt.dtype(dtype)), (t.device if device is None else device)
 
 
+def new_full(t: Tensor, size: Any, fill_value: Any, dtype=None, device=None) -> Tensor:
+    """``size`` filled with ``fill_value``, in t's dtype and on t's device unless given
+    (PyTorch's ``x.new_full``; ``new_zeros``, ``new_ones``, ``new_empty`` and ``new_tensor``
+    likewise)."""
+    dtype, device = _like(t, dtype, device)
+    return full(size, fill_value=fill_value, dtype=dtype, device=device)
+
+
+def new_zeros(t: Tensor, *size: Any, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return zeros(*size, dtype=dtype, device=device)
+
+
+def new_ones(t: Tensor, *size: Any, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return ones(*size, dtype=dtype, device=device)
+
+
+def new_empty(t: Tensor, *size: Any, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return empty(*size, dtype=dtype, device=device)
+
+
+def new_tensor(t: Tensor, data: Any, dtype=None, device=None) -> Tensor:
+    dtype, device = _like(t, dtype, device)
+    return tensor(data, dtype=dtype, device=device)
+
+
 def zeros_like(t: Tensor, dtype=None, device=None) -> Tensor:
     dtype, device = _like(t, dtype, device)
     return zeros(t.shape, dtype=dtype, device=device)

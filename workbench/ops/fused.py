@@ -57,6 +57,18 @@ def _affine_operand(name: str, what: str, t: Tensor | None, shape: tuple[int, ..
     return t, layout
 
 
+def trailing_dims(name: str, x: Tensor, normalized_shape: int | tuple[int, ...]) -> tuple[int, ...]:
+    """``normalized_shape`` as a tuple, checked to be the trailing dims of ``x`` (the norms)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or k > x.ndim or x.shape[x.ndim - k :] != shape:
+        raise ShapeError(
+            f"{name}: normalized_shape {shape} must be the trailing dims of the input, "
+            f"found {describe(x)}"
+        )
+    return shape
+
+
 def _storage_of(t: Tensor | None):
     return None if t is None else t._storage
 
@@ -159,13 +171,8 @@ def layer_norm(
     """
     name = "layer_norm"
     _float_input(name, x)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = trailing_dims(name, x, normalized_shape)
     k = len(shape)
-    if k == 0 or k > x.ndim or x.shape[x.ndim - k :] != shape:
-        raise ShapeError(
-            f"{name}: normalized_shape {shape} must be the trailing dims of the input, "
-            f"found {describe(x)}"
-        )
     lead = x.shape[: x.ndim - k]
     x, layout = _layout_as(x, (*lead, math.prod(shape)))
     w, w_layout = _affine_operand(name, "weight", weight, shape, x)

@@ -134,3 +134,84 @@ def fill_(x: Tensor, value: float) -> Tensor:
 @op
 def zero_(x: Tensor) -> Tensor:
     return fill_(x, 0)
+
+
+def _unary_(name: str, fn, x: Tensor) -> Tensor:
+    """``x`` overwritten with ``fn(x)``, the old values kept if the gradient needs them."""
+    return _write(name, x, fn(_old_value(x, x.requires_grad)))
+
+
+@op
+def exp_(x: Tensor) -> Tensor:
+    return _unary_("exp_", ew.exp, x)
+
+
+@op
+def log_(x: Tensor) -> Tensor:
+    return _unary_("log_", ew.log, x)
+
+
+@op
+def sqrt_(x: Tensor) -> Tensor:
+    return _unary_("sqrt_", ew.sqrt, x)
+
+
+@op
+def rsqrt_(x: Tensor) -> Tensor:
+    return _unary_("rsqrt_", ew.rsqrt, x)
+
+
+@op
+def abs_(x: Tensor) -> Tensor:
+    return _unary_("abs_", ew.abs, x)
+
+
+@op
+def neg_(x: Tensor) -> Tensor:
+    return _unary_("neg_", ew.neg, x)
+
+
+@op
+def sigmoid_(x: Tensor) -> Tensor:
+    return _unary_("sigmoid_", ew.sigmoid, x)
+
+
+@op
+def tanh_(x: Tensor) -> Tensor:
+    return _unary_("tanh_", ew.tanh, x)
+
+
+@op
+def relu_(x: Tensor) -> Tensor:
+    return _unary_("relu_", ew.relu, x)
+
+
+@op
+def sin_(x: Tensor) -> Tensor:
+    return _unary_("sin_", ew.sin, x)
+
+
+@op
+def cos_(x: Tensor) -> Tensor:
+    return _unary_("cos_", ew.cos, x)
+
+
+@op
+def floor_(x: Tensor) -> Tensor:
+    return _unary_("floor_", ew.floor, x)
+
+
+@op
+def ceil_(x: Tensor) -> Tensor:
+    return _unary_("ceil_", ew.ceil, x)
+
+
+@op
+def round_(x: Tensor) -> Tensor:
+    return _unary_("round_", ew.round, x)
+
+
+@op
+def masked_fill_(x: Tensor, mask: Tensor, value: float) -> Tensor:
+    """``x`` with ``value`` where ``mask`` (broadcast to x) is true, in place."""
+    return _write("masked_fill_", x, ew.masked_fill(_alias(x), mask, value))

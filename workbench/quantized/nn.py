@@ -47,6 +47,8 @@ class QLinear(Module):
     the host (see :class:`QMatMul`); f16/bf16 inputs get their dtype back. No gradients.
     """
 
+    bias: Tensor | None
+
     def __init__(self, weight: QTensor, bias: Tensor | None = None):
         super().__init__()
         self.weight = _check_weight("QLinear", weight)

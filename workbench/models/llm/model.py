@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Literal, overload
 
 import numpy as np
 
@@ -231,6 +232,30 @@ class Transformer:
         max_len = max_len or min(self.config.context_length, 4096)
         return KVCache(self.rank_config, n_slots, max_len, chunk, kv_dtype or self.kv_dtype)
 
+    @overload
+    def forward(
+        self,
+        tokens_per_seq: Sequence[Sequence[int]],
+        slots: Sequence[int],
+        cache: KVCache,
+        all_logits: Literal[False] = False,
+    ) -> np.ndarray: ...
+    @overload
+    def forward(
+        self,
+        tokens_per_seq: Sequence[Sequence[int]],
+        slots: Sequence[int],
+        cache: KVCache,
+        all_logits: Literal[True],
+    ) -> list[np.ndarray]: ...
+    @overload
+    def forward(
+        self,
+        tokens_per_seq: Sequence[Sequence[int]],
+        slots: Sequence[int],
+        cache: KVCache,
+        all_logits: bool = False,
+    ) -> np.ndarray | list[np.ndarray]: ...
     def forward(
         self,
         tokens_per_seq: Sequence[Sequence[int]],
