@@ -560,7 +560,8 @@ WB_FLOAT_DTYPES(FLOAT_PARAM_KERNELS)
 #define CAST_FROM(sname, S)                                                         \
     CAST_TO_BOOL(sname, S)                                                          \
     CAST_KERNEL(sname, S, u8, u8) CAST_KERNEL(sname, S, u32, u32)                   \
-    CAST_KERNEL(sname, S, i16, i16) CAST_KERNEL(sname, S, i32, i32)                 \
+    CAST_KERNEL(sname, S, i8, i8) CAST_KERNEL(sname, S, i16, i16)                   \
+    CAST_KERNEL(sname, S, i32, i32)                                                 \
     CAST_KERNEL(sname, S, i64, i64) CAST_KERNEL(sname, S, f16, f16)                 \
     CAST_KERNEL(sname, S, bf16, bf16) CAST_KERNEL(sname, S, f32, f32)               \
     WB_IF_F64(CAST_KERNEL(sname, S, f64, f64))

@@ -239,3 +239,33 @@ def test_block_kernels_take_fewer_threads_when_the_pipeline_allows_fewer(host, m
     if not _has_mps():  # the tiled GEMM needs its 256 threads: a clear error, not a clamp
         with pytest.raises(ValueError, match="at most 96 threads per threadgroup on metal:0"):
             put(x).matmul(full((3, 300)), put(x.T.copy()), full((300, 3)))
+
+
+TORCH_DTYPES = {"bool": torch.bool, "u8": torch.uint8, "u32": torch.uint32, "i8": torch.int8,
+                "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+                "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}  # fmt: skip
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16: the same bits as ml_dtypes'
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+@pytest.mark.parametrize("src", list(TORCH_DTYPES))
+def test_casts_to_and_from_i8_match_torch(host, src):
+    """cast_<src>_i8 and cast_i8_<src> over a strided (reversed) view, as PyTorch casts:
+    integers wrap modulo 2^8, floats truncate toward zero."""
+    values = {"bool": [0, 1, 1, 0], "u8": [0, 7, 200, 255], "u32": [1, 127, 128, 300],
+              "f16": [-2.75, -0.5, 3.9, 100.0]}.get(src, [-128, -3, 5, 127])  # fmt: skip
+    if src in ("i16", "i32", "i64"):
+        values = [*values, 300, -200]
+    if src in ("bf16", "f32"):
+        values = [*values, 2.75, -1.5]
+    t, n = torch.tensor(values, dtype=TORCH_DTYPES[src]), len(values)
+    out = put(as_numpy(t)).cast(Layout((n,), (-1,), n - 1), "i8")
+    expected = t.to(torch.int8).flip(0)  # (torch has no flip of u32)
+    np.testing.assert_array_equal(get(out, (n,)), expected.numpy(), err_msg=f"{src} -> i8")
+    back = get(out.cast(full((n,)), src), (n,))
+    want = as_numpy(expected.to(TORCH_DTYPES[src]))
+    np.testing.assert_array_equal(back, want, err_msg=f"i8 -> {src}")
