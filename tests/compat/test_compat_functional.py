@@ -1,5 +1,6 @@
 """torch.nn.functional's shrink/threshold ops, cosine_similarity, F.embedding and F.rms_norm in
-torch's argument order, the in-place unary ops and ``x.new_*``, against torch."""
+torch's argument order, the in-place unary ops, ``x.new_*`` and the creation functions'
+``requires_grad=``, against torch."""
 
 from __future__ import annotations
 
@@ -144,3 +145,25 @@ def test_new_tensors_take_the_source_dtype(call, np_dtype) -> None:
     )
     if "empty" not in repr(call):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda m: m.zeros(2, 3, requires_grad=True), lambda m: m.ones((4,), requires_grad=True),
+     lambda m: m.full((2,), 3.0, requires_grad=True), lambda m: m.randn(3, requires_grad=True),
+     lambda m: m.rand(3, requires_grad=True), lambda m: m.arange(4.0, requires_grad=True),
+     lambda m: m.linspace(0, 1, 5, requires_grad=True), lambda m: m.eye(3, requires_grad=True),
+     lambda m: m.empty(2, requires_grad=True),
+     lambda m: m.zeros_like(m.ones(3), requires_grad=True)],
+)  # fmt: skip
+def test_creation_functions_take_requires_grad(make) -> None:
+    t, w = make(torch), make(wb)
+    assert w.requires_grad is t.requires_grad is True and tuple(w.shape) == tuple(t.shape)
+    (w * 2.0).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full(tuple(t.shape), 2.0, np.float32))
+    assert not wb.zeros(2).requires_grad
+
+
+def test_integer_tensors_cannot_require_grad() -> None:
+    with pytest.raises(wb.AutogradError, match="only floating point tensors can require grad"):
+        wb.zeros(2, dtype=wb.i64, requires_grad=True)

@@ -23,6 +23,12 @@ Shape = Sequence[int] | int
 _MAX_NUMEL = 2**63 - 1  # element counts and offsets are int64 on every backend
 
 
+def _leaf(out: Tensor, requires_grad: bool) -> Tensor:
+    """PyTorch's ``requires_grad=`` of the creation functions: True makes the new tensor a leaf
+    whose gradient is recorded (floating point only)."""
+    return out.requires_grad_() if requires_grad else out
+
+
 def _shape(size: tuple, op: str) -> tuple[int, ...]:
     """``zeros(2, 3)`` and ``zeros((2, 3))`` alike: non-negative ints (not floats, which
     would silently truncate) whose product an int64 can count."""
@@ -129,6 +135,7 @@ def full(
     dtype: DType | str | None = None,
     device: Device | str | None = None,
     _op: str = "full",
+    requires_grad: bool = False,
 ) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value``: ``full(2, 3, fill_value=7)`` or, as
     PyTorch, ``full((2, 3), 7)``. The dtype defaults to the value's kind (f32, i64, bool)."""
@@ -145,75 +152,108 @@ def full(
     dtype = dt.dtype(dtype)
     device = _device(device)
     storage = device.backend.Storage.full(shape, fill_value, dtype.name, device.index)
-    return make(storage, Layout.contiguous(shape), dtype, device)
+    return _leaf(make(storage, Layout.contiguous(shape), dtype, device), requires_grad)
 
 
-def zeros(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
-    return full(*size, fill_value=0, dtype=dtype, device=device, _op="zeros")
+def zeros(
+    *size: Any,
+    dtype: DType | str = dt.f32,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return full(
+        *size, fill_value=0, dtype=dtype, device=device, _op="zeros", requires_grad=requires_grad
+    )
 
 
-def ones(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
-    return full(*size, fill_value=1, dtype=dtype, device=device, _op="ones")
+def ones(
+    *size: Any,
+    dtype: DType | str = dt.f32,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return full(
+        *size, fill_value=1, dtype=dtype, device=device, _op="ones", requires_grad=requires_grad
+    )
 
 
-def empty(*size: Any, dtype: DType | str = dt.f32, device: Device | str | None = None) -> Tensor:
+def empty(
+    *size: Any,
+    dtype: DType | str = dt.f32,
+    device: Device | str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     shape = _shape(size, "empty")
     dtype = dt.dtype(dtype)
     device = _device(device)
     storage = device.backend.Storage.empty(shape, dtype.name, device.index)
-    return make(storage, Layout.contiguous(shape), dtype, device)
+    return _leaf(make(storage, Layout.contiguous(shape), dtype, device), requires_grad)
 
 
 def _like(t: Tensor, dtype, device) -> tuple[DType, Device]:
     return (t.dtype if dtype is None else dt.dtype(dtype)), (t.device if device is None else device)
 
 
-def new_full(t: Tensor, size: Any, fill_value: Any, dtype=None, device=None) -> Tensor:
+def new_full(
+    t: Tensor, size: Any, fill_value: Any, dtype=None, device=None, *, requires_grad: bool = False
+) -> Tensor:
     """``size`` filled with ``fill_value``, in t's dtype and on t's device unless given
     (PyTorch's ``x.new_full``; ``new_zeros``, ``new_ones``, ``new_empty`` and ``new_tensor``
     likewise)."""
     dtype, device = _like(t, dtype, device)
-    return full(size, fill_value=fill_value, dtype=dtype, device=device)
+    return full(
+        size, fill_value=fill_value, dtype=dtype, device=device, requires_grad=requires_grad
+    )
 
 
-def new_zeros(t: Tensor, *size: Any, dtype=None, device=None) -> Tensor:
+def new_zeros(
+    t: Tensor, *size: Any, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return zeros(*size, dtype=dtype, device=device)
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def new_ones(t: Tensor, *size: Any, dtype=None, device=None) -> Tensor:
+def new_ones(t: Tensor, *size: Any, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return ones(*size, dtype=dtype, device=device)
+    return ones(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def new_empty(t: Tensor, *size: Any, dtype=None, device=None) -> Tensor:
+def new_empty(
+    t: Tensor, *size: Any, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return empty(*size, dtype=dtype, device=device)
+    return empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def new_tensor(t: Tensor, data: Any, dtype=None, device=None) -> Tensor:
+def new_tensor(
+    t: Tensor, data: Any, dtype=None, device=None, *, requires_grad: bool = False
+) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return tensor(data, dtype=dtype, device=device)
+    return tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None, device=None) -> Tensor:
+def zeros_like(t: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return zeros(t.shape, dtype=dtype, device=device)
+    return zeros(t.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None, device=None) -> Tensor:
+def ones_like(t: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return ones(t.shape, dtype=dtype, device=device)
+    return ones(t.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full_like(t: Tensor, fill_value: Any, dtype=None, device=None) -> Tensor:
+def full_like(
+    t: Tensor, fill_value: Any, dtype=None, device=None, *, requires_grad: bool = False
+) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return full(t.shape, fill_value=fill_value, dtype=dtype, device=device)
+    return full(
+        t.shape, fill_value=fill_value, dtype=dtype, device=device, requires_grad=requires_grad
+    )
 
 
-def empty_like(t: Tensor, dtype=None, device=None) -> Tensor:
+def empty_like(t: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return empty(t.shape, dtype=dtype, device=device)
+    return empty(t.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _c_contiguous(array: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
@@ -227,7 +267,13 @@ def _host(array: np.ndarray, dtype: DType, device: Device | str | None) -> Tenso
 
 
 def arange(
-    start: float, end: float | None = None, step: float = 1, dtype=None, device=None
+    start: float,
+    end: float | None = None,
+    step: float = 1,
+    dtype=None,
+    device=None,
+    *,
+    requires_grad: bool = False,
 ) -> Tensor:
     """``[start, end)`` by ``step``; ints give i64, floats f32 (as PyTorch)."""
     if end is None:
@@ -238,34 +284,55 @@ def arange(
         is_int = all(isinstance(v, int) for v in (start, end, step))
         dtype = dt.i64 if is_int else dt.f32
     dtype = dt.dtype(dtype)
-    return _host(
-        np.arange(start, end, step, dtype=np.float64 if dtype.is_floating_point else None),
-        dtype,
-        device,
+    return _leaf(
+        _host(
+            np.arange(start, end, step, dtype=np.float64 if dtype.is_floating_point else None),
+            dtype,
+            device,
+        ),
+        requires_grad,
     )
 
 
-def linspace(start: float, end: float, steps: int, dtype=dt.f32, device=None) -> Tensor:
+def linspace(
+    start: float, end: float, steps: int, dtype=dt.f32, device=None, *, requires_grad: bool = False
+) -> Tensor:
     """``steps`` values from ``start`` to ``end`` inclusive."""
     (steps,) = _shape((steps,), "linspace")
-    return _host(np.linspace(start, end, steps), dt.dtype(dtype), device)
+    return _leaf(_host(np.linspace(start, end, steps), dt.dtype(dtype), device), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype=dt.f32, device=None) -> Tensor:
+def eye(
+    n: int, m: int | None = None, dtype=dt.f32, device=None, *, requires_grad: bool = False
+) -> Tensor:
     n, m = _shape((n, n if m is None else m), "eye")
-    return _host(np.eye(n, m), dt.dtype(dtype), device)
+    return _leaf(_host(np.eye(n, m), dt.dtype(dtype), device), requires_grad)
 
 
-def rand(*size: Any, dtype=dt.f32, device=None, generator: Generator | None = None) -> Tensor:
+def rand(
+    *size: Any,
+    dtype=dt.f32,
+    device=None,
+    generator: Generator | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Uniform on [0, 1)."""
     rng = (generator or default_generator).rng
-    return _host(rng.random(_shape(size, "rand")), dt.dtype(dtype), device)
+    return _leaf(_host(rng.random(_shape(size, "rand")), dt.dtype(dtype), device), requires_grad)
 
 
-def randn(*size: Any, dtype=dt.f32, device=None, generator: Generator | None = None) -> Tensor:
+def randn(
+    *size: Any,
+    dtype=dt.f32,
+    device=None,
+    generator: Generator | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Standard normal."""
     rng = (generator or default_generator).rng
-    return _host(rng.standard_normal(_shape(size, "randn")), dt.dtype(dtype), device)
+    return _leaf(
+        _host(rng.standard_normal(_shape(size, "randn")), dt.dtype(dtype), device), requires_grad
+    )
 
 
 def randint(
@@ -282,14 +349,14 @@ def randint(
     return _host(rng.integers(low, high, shape), dt.dtype(dtype), device)
 
 
-def rand_like(t: Tensor, dtype=None, device=None) -> Tensor:
+def rand_like(t: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return rand(t.shape, dtype=dtype, device=device)
+    return rand(t.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def randn_like(t: Tensor, dtype=None, device=None) -> Tensor:
+def randn_like(t: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(t, dtype, device)
-    return randn(t.shape, dtype=dtype, device=device)
+    return randn(t.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def randint_like(t: Tensor, low: int, high: int | None = None, dtype=None, device=None) -> Tensor:
