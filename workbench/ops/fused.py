@@ -6,6 +6,8 @@ its ``dim`` to the backend as is, so no transpose or copy is needed. Unlike cand
 every one has a backward pass, built from ordinary ops so it runs on any device. The norms get
 their per-row statistics (mean, rstd) back from the forward and reuse them; attention reuses
 its probabilities. f16/bf16 statistics, probabilities and gradients are computed in f32.
+Where a device has the optional one-pass kernels (``softmax_backward``, ``norm_backward``),
+the (log-)softmax and layer/RMS norm input gradients use them instead of several ops.
 """
 
 from __future__ import annotations

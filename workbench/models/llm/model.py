@@ -361,7 +361,8 @@ class Transformer:
         return table
 
     def _mlp(self, blk: _Block, h: np.ndarray, ws: _Workspace) -> np.ndarray:
-        gelu, kernels = self.config.activation != "silu", _kernels()  # else GELU, tanh form
+        kernels = _kernels()
+        gelu = self.config.activation != "silu"  # else GELU, tanh form
         if blk.gate_up is not None:
             kernels.glu(blk.gate_up(h), None, gelu, ws.act)
         else:
