@@ -110,6 +110,8 @@ class MPICommunicator(Communicator):
         self._fast = {(op.value, d): (mpi_op, t) for op, mpi_op in self._ops.items()
                       for d, t in self._types.items() if not d.is_bool}  # fmt: skip
         self._plans: dict[int, tuple] = {}  # id(out) -> the all_reduce plan: see all_reduce
+        # Bound once: the hot all_reduce saves a method look-up per call (~0.07 us of ~1.3).
+        self._allreduce = self.comm.Allreduce
         self._watchdog = None
         if timeout is not None and self.world_size > 1:
             self._watchdog = _Watchdog(self.comm, self.rank, float(timeout))
@@ -192,7 +194,7 @@ class MPICommunicator(Communicator):
             dog.current = "all_reduce"
             dog.calls += 1
         try:
-            self.comm.Allreduce(*args)
+            self._allreduce(*args)
         except self.MPI.Exception as e:
             raise DistributedError(
                 f"all_reduce on rank {self.rank}: {e.Get_error_string()}"
