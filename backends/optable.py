@@ -94,7 +94,14 @@ def _reduce(name, numpy, combine, identity=None, **flags) -> Op:
     return Op(name, "reduce", numpy, gpu_any=combine, gpu_init=identity, **flags)
 
 
-_GELU = "(C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x)))"
+def _limit_at_minus_inf(expr: str) -> str:
+    """``expr`` = x·g(x) with g(-inf) = 0, taking its limit -0 at x = -inf (not 0·inf = nan)."""
+    return f"(x < (C)0 && isinf(x)) ? -(C)0 : {expr}"
+
+
+_GELU = _limit_at_minus_inf(
+    "(C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x)))"
+)
 
 OPS: tuple[Op, ...] = (
     _unary("exp", np.exp, "exp(x)"),
@@ -110,10 +117,14 @@ OPS: tuple[Op, ...] = (
     _unary("sqrt", np.sqrt, "sqrt(x)"),
     _unary("rsqrt", lambda x: 1.0 / np.sqrt(x), "(C)1 / sqrt(x)"),
     _unary("gelu", _gelu_tanh, _GELU),
-    _unary("gelu_erf", _gelu_erf, "(C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476))"),
+    _unary(
+        "gelu_erf",
+        _gelu_erf,
+        _limit_at_minus_inf("(C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476))"),
+    ),
     _unary("erf", lambda x: special.erf(x), "erf(x)"),
     _unary("relu", _relu, "(x != x || x > (C)0) ? x : (C)0", "x > (C)0 ? x : (C)0", exact=True),
-    _unary("silu", lambda x: x * special.expit(x), "x / ((C)1 + exp(-x))"),
+    _unary("silu", lambda x: x * special.expit(x), _limit_at_minus_inf("x / ((C)1 + exp(-x))")),
     _unary("sigmoid", lambda x: special.expit(x), "(C)1 / ((C)1 + exp(-x))"),
     _unary("ceil", np.ceil, "ceil(x)", "x", exact=True),
     _unary("floor", np.floor, "floor(x)", "x", exact=True),

@@ -360,3 +360,34 @@ def test_num_threads_api():
     info = wb.native_info()
     assert info["variant"] == NATIVE.variant() and info["num_threads"] == old
     assert old == threads.physical_cores() or "OMP_NUM_THREADS" in __import__("os").environ
+
+
+def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
+    s, layout = operand(x, x)
+    return np.asarray(s.cast(layout, dtype).array)
+
+
+def test_bf16_conversions_are_exact_over_all_bit_patterns():
+    """bf16 -> f32 is the bits shifted left by 16 (every one of the 65536 patterns, NaNs
+    included); f32 -> bf16 rounds to nearest even as ml_dtypes does, keeping a NaN's sign and
+    high payload with the quiet bit set: (bits >> 16) | 0x40. Odd lengths reach the
+    vector body and the scalar tail."""
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    halves = bits.astype(np.uint16).view(ml_dtypes.bfloat16)
+    for n in (len(halves), len(halves) - 5):
+        np.testing.assert_array_equal(_cast(halves[:n], "f32").view(np.uint32), bits[:n] << 16)
+
+    rng = np.random.default_rng(3)
+    pattern = bits << 16
+    words = np.concatenate([
+        rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint32),  # any f32, NaNs and subnormals too
+        pattern | 0x8000, pattern | 0x7FFF, pattern | 0x8001, pattern,  # ties and neighbours
+        pattern | 0x18000, pattern | 0xFFFF,
+    ]).astype(np.uint32)  # fmt: skip
+    x = words.view(np.float32)
+    nan = np.isnan(x)
+    with np.errstate(all="ignore"):
+        rounded = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    want = np.where(nan, (words >> 16) | 0x40, rounded).astype(np.uint16)
+    for n in (len(x), len(x) - 3):
+        np.testing.assert_array_equal(_cast(x[:n], "bf16").view(np.uint16), want[:n])

@@ -235,11 +235,11 @@ template <> struct Store<bf16> {
     K(sqr, x * x, name, T) \
     K(sqrt, sqrt(x), name, T) \
     K(rsqrt, (C)1 / sqrt(x), name, T) \
-    K(gelu, (C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x))), name, T) \
-    K(gelu_erf, (C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476)), name, T) \
+    K(gelu, (x < (C)0 && isinf(x)) ? -(C)0 : (C)0.5 * x * ((C)1 + tanh((C)0.7978845608028654 * (x + (C)0.044715 * x * x * x))), name, T) \
+    K(gelu_erf, (x < (C)0 && isinf(x)) ? -(C)0 : (C)0.5 * x * ((C)1 + erf(x * (C)0.7071067811865476)), name, T) \
     K(erf, erf(x), name, T) \
     K(relu, (x != x || x > (C)0) ? x : (C)0, name, T) \
-    K(silu, x / ((C)1 + exp(-x)), name, T) \
+    K(silu, (x < (C)0 && isinf(x)) ? -(C)0 : x / ((C)1 + exp(-x)), name, T) \
     K(sigmoid, (C)1 / ((C)1 + exp(-x)), name, T) \
     K(ceil, ceil(x), name, T) \
     K(floor, floor(x), name, T) \

@@ -254,3 +254,27 @@ def test_im2col_and_col2im_are_adjoint(host, dtype):
     x._launch("conv", f"col2im_{dtype}", image.size, image._at(), col_all._at(), g)
     np.testing.assert_allclose(image.to_numpy(Layout.contiguous((ch, h, w))), folded[1].numpy(),
                                rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def built_elementwise():
+    return host_driver(cuda_compile.cache_root().parent / "host", NVCC, ("elementwise",))
+
+
+@pytest.mark.parametrize(
+    "name, op",
+    [("gelu_erf", wb.nn.functional.gelu), ("silu", wb.nn.functional.silu),
+     ("gelu", lambda t: wb.nn.functional.gelu(t, approximate="tanh"))],
+)  # fmt: skip
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_activations_take_their_limits(built_elementwise, monkeypatch, name, op, dtype):
+    """x·g(x) at ±inf, nan and -0: the limits (-0 at -inf, not 0·inf = nan), as the CPU gives."""
+    x = np.array([-np.inf, np.inf, np.nan, -0.0, 0.0, -1e4, 1.5], DTYPES[dtype][0])
+    expected = np.array([-0.0, np.inf, np.nan, -0.0, 0.0, -0.0], np.float64)
+    with installed(built_elementwise, monkeypatch):
+        got = op(wb.tensor(x, device="cuda")).numpy().astype(np.float64)
+    cpu = op(wb.tensor(x)).numpy().astype(np.float64)
+    np.testing.assert_array_equal(got[:6], expected)
+    np.testing.assert_array_equal(np.signbit(got[:6]), np.signbit(expected))
+    np.testing.assert_array_equal(cpu[:6], expected)
+    np.testing.assert_allclose(got, cpu, rtol=DTYPES[dtype][1])

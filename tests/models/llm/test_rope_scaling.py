@@ -144,3 +144,27 @@ def test_rope_scaling_metadata_is_read_and_checked():
 def test_longrope_file_without_factors_is_refused():
     with pytest.raises(ValueError, match="long and short factors"):
         Rope(16, 10000.0, RopeScaling("longrope", original_context=16))
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "linear", "factor": 3.0},
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": LONGROPE_ORIGINAL},
+    ],
+    ids=["linear", "yarn"],
+)
+def test_gemma3_scales_only_its_global_layers(tiny, scaling):
+    """gemma3's rope scaling stretches the full-attention layers only; the sliding layers (a
+    window shorter than the prompt) keep unscaled rope at their own base."""
+    rope = {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {**scaling, "rope_theta": 1e6},
+    }
+    model, path = tiny("gemma3", "F32", rope_parameters=rope)
+    assert {"sliding_attention", "full_attention"} <= set(model.config.layer_types)
+    lm = llm.load(path)
+    ids = lm.tokenizer.encode(PROMPT)
+    assert len(ids) > 2 * max(model.config.sliding_window, LONGROPE_ORIGINAL)
+    ref = hf_logits(model, ids)
+    np.testing.assert_allclose(lm.logits(ids), ref, rtol=0, atol=1e-5 * np.abs(ref).max())
