@@ -335,8 +335,10 @@ class FusedStorage(Protocol):
         grad_layout: LayoutLike,
         dim: int,
         log: bool = False,
-    ) -> CoreStorage:
-        """From y = (log_)softmax(x) along ``dim`` (self) and dL/dy: dL/dx, y's shape."""
+    ) -> CoreStorage | None:
+        """From y = (log_)softmax(x) along ``dim`` (self) and dL/dy: dL/dx, y's shape; None
+        where the device's kernel does not take these operands (the op layer then composes
+        the gradient)."""
 
     def norm_backward(
         self,
@@ -347,8 +349,10 @@ class FusedStorage(Protocol):
         weight_layout: LayoutLike | None,
         mean: CoreStorage | None,
         rstd: CoreStorage,
-    ) -> CoreStorage:
-        """dL/dx of layer_norm (``mean`` given) or rms_norm over the last dim of x (self)."""
+    ) -> CoreStorage | None:
+        """dL/dx of layer_norm (``mean`` given) or rms_norm over the last dim of x (self);
+        None where the device's kernel does not take these operands (the op layer then
+        composes the gradient)."""
 
     def group_norm(
         self,

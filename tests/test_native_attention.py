@@ -20,8 +20,6 @@ from workbench.backends.cpu.storage import CpuStorage
 from workbench.layout import Layout
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the native CPU kernels are not built")
-# an extension built before the kernel saved its log-normaliser (rebuild it: make dev)
-needs_lse = pytest.mark.skipif(not fused._ATTENTION_LSE, reason="the extension predates lse")
 
 rng = np.random.default_rng(7)
 DTYPES = [wb.f32, wb.f64, wb.f16, wb.bf16]
@@ -205,7 +203,6 @@ def _storages(dtype, *arrays):
     return out
 
 
-@needs_lse
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("kind", ["causal", "bool", "float"])
 def test_attention_native_matches_numpy_path(dtype, kind):
@@ -225,7 +222,6 @@ def test_attention_native_matches_numpy_path(dtype, kind):
         out.array.astype(np.float64), ref_out.astype(np.float64), **TOL[dtype]
     )
     # computed now, as exp(z - lse) from the forward's log-normaliser (f32 for the halves)
-    assert fused._ATTENTION_LSE
     assert probs.array.dtype == ref_probs.dtype
     tol = dict(rtol=1e-10, atol=1e-12) if dtype == wb.f64 else dict(rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(probs.array, ref_probs, **tol)
@@ -256,7 +252,6 @@ def _torch_lse(q, k, mask=None, is_causal=False, scale=None) -> np.ndarray:
 LSE_SHAPES = [(1, 300), (3, 129), (63, 127), (64, 128), (65, 129), (130, 257)]
 
 
-@needs_lse
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("L,S", LSE_SHAPES)
 @pytest.mark.parametrize("kind", ["none", "causal", "bool", "float"])
@@ -286,7 +281,6 @@ def test_attention_saves_the_log_normaliser(dtype, L, S, kind):
     )
 
 
-@needs_lse
 def test_attention_lse_errors():
     q = np.zeros((2, 3, 4), np.float32)
     lay = ((2, 3, 4), (12, 4, 1))

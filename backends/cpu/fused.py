@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ._arrays import F32, is_half, upcast, view
+from ._arrays import F32, is_half, view
 from .native import NATIVE
 
 # Elements per block: 64K f32 = 256 KiB, which sits in L2 next to the block's output.
@@ -25,11 +25,6 @@ _BLOCK = 1 << 16
 _NATIVE_ROWS = "feE" if NATIVE is not None else ""
 # group_norm, rope (rows.c) and attention (attention.c) also run f64, in f64.
 _NATIVE_FLOAT = "fdeE" if NATIVE is not None else ""
-# An extension built before these existed lacks them (the numpy path runs instead): the row
-# ops' backward kernels, and the log-normaliser that the attention kernel saves (without it the
-# backward recomputes the probabilities by the numpy path).
-_ROW_BACKWARD = hasattr(NATIVE, "norm_backward")
-_ATTENTION_LSE = NATIVE is not None and "[, lse]" in (NATIVE.attention.__doc__ or "")
 
 
 def _native_rows(a) -> bool:
@@ -166,62 +161,45 @@ class FusedOps:
 
     def softmax_backward(self, layout, grad, grad_layout, dim: int, log: bool = False):
         """The input gradient of (log_)softmax along ``dim`` from its output y (``self``) and
-        the output gradient g (``grad``, y's shape and dtype):
+        the output gradient g (``grad``, y's shape):
 
-            softmax: gx = y (g − Σ g y),    log_softmax: gx = g − exp(y) Σ g.
+            softmax: gx = y (g − Σ g y),    log_softmax: gx = g − exp(y) Σ g,
 
-        One pass per line in the native kernel; the same maths in numpy otherwise."""
+        in one pass per line by the native kernel; None where it does not take the operands
+        (no extension, f64, g of another dtype): the op layer then composes it from ops."""
         y, g = self.array, grad.array
-        if _ROW_BACKWARD and _native_rows(y) and type(g) is np.ndarray and g.dtype is y.dtype:
-            out = np.empty(layout.shape, y.dtype)
-            args = (layout.offset, layout.shape, layout.strides, g, grad_layout.offset)
-            NATIVE.softmax_backward(y, *args, grad_layout.strides, dim, out, bool(log))
-            return type(self)(out)
-        yv = upcast(view(y, layout))
-        g = upcast(view(g, grad_layout))
-        if log:
-            gx = g - np.exp(yv) * g.sum(axis=dim, keepdims=True)
-        else:
-            gx = yv * (g - (g * yv).sum(axis=dim, keepdims=True))
-        return type(self)(np.ascontiguousarray(gx, dtype=y.dtype))
+        if not (_native_rows(y) and type(g) is np.ndarray and g.dtype is y.dtype):
+            return None
+        out = np.empty(layout.shape, y.dtype)
+        args = (layout.offset, layout.shape, layout.strides, g, grad_layout.offset)
+        NATIVE.softmax_backward(y, *args, grad_layout.strides, dim, out, bool(log))
+        return type(self)(out)
 
     def norm_backward(self, layout, grad, grad_layout, weight, weight_layout, mean, rstd):
         """The input gradient of layer_norm (``mean`` given) or rms_norm (``mean`` None) over
         the last dim, from x (``self``), the output gradient g and the forward's statistics
-        (storages of the leading shape, f32 for f32/f16/bf16). With x̂ = (x − mean) rstd and
-        ĝ = g w:
+        (storages of the leading shape). With x̂ = (x − mean) rstd and ĝ = g w:
 
             layer_norm: gx = rstd (ĝ − mean(ĝ) − x̂ mean(ĝ x̂)),
-            rms_norm:   gx = rstd (ĝ − x̂ mean(ĝ x̂)).
-        """
+            rms_norm:   gx = rstd (ĝ − x̂ mean(ĝ x̂)),
+
+        in one pass per row by the native kernel; None where it does not take the operands
+        (no extension, f64, mixed dtypes): the op layer then composes it from ops."""
         x = self.array
         stats = (rstd.array,) if mean is None else (rstd.array, mean.array)
-        if (
-            _ROW_BACKWARD
-            and _native_rows(x)
+        if not (
+            _native_rows(x)
             and _same_dtype(self, grad, weight)
             and all(type(a) is np.ndarray and a.dtype == F32 for a in stats)
         ):
-            out = np.empty(layout.shape, x.dtype)
-            NATIVE.norm_backward(x, layout.offset, layout.shape, layout.strides, grad.array,
-                                 grad_layout.offset, grad_layout.strides,
-                                 *_operand_args(weight, weight_layout),
-                                 None if mean is None else np.ascontiguousarray(mean.array),
-                                 np.ascontiguousarray(rstd.array), out)  # fmt: skip
-            return type(self)(out)
-        shape = (*layout.shape[:-1], 1)
-        r = upcast(rstd.array).reshape(shape)
-        xh = upcast(view(x, layout))
-        if mean is not None:
-            xh = xh - upcast(mean.array).reshape(shape)
-        xh = xh * r
-        gh = upcast(view(grad.array, grad_layout))
-        if weight is not None:
-            gh = gh * upcast(view(weight.array, weight_layout))
-        gx = gh - xh * (gh * xh).mean(axis=-1, keepdims=True)
-        if mean is not None:
-            gx -= gh.mean(axis=-1, keepdims=True)
-        return type(self)(np.ascontiguousarray(gx * r, dtype=x.dtype))
+            return None
+        out = np.empty(layout.shape, x.dtype)
+        NATIVE.norm_backward(x, layout.offset, layout.shape, layout.strides, grad.array,
+                             grad_layout.offset, grad_layout.strides,
+                             *_operand_args(weight, weight_layout),
+                             None if mean is None else np.ascontiguousarray(mean.array),
+                             np.ascontiguousarray(rstd.array), out)  # fmt: skip
+        return type(self)(out)
 
     def _along(self, layout, dim: int, kernel) -> np.ndarray:
         x = view(self.array, layout)
@@ -425,18 +403,14 @@ class FusedOps:
             return type(self)(out), type(self)(probs)
         dtype = self.array.dtype
         out = np.empty((*q_layout.shape[:-1], v_layout.shape[-1]), dtype)
-        lse = np.empty(q_layout.shape[:-1], _compute_dtype(dtype)) if _ATTENTION_LSE else None
+        lse = np.empty(q_layout.shape[:-1], _compute_dtype(dtype))
         m = _operand_args(mask, mask_layout)
         NATIVE.attention(self.array, q_layout.offset, q_layout.shape, q_layout.strides,
                          k.array, k_layout.offset, k_layout.shape, k_layout.strides,
                          v.array, v_layout.offset, v_layout.shape, v_layout.strides,
-                         *m, bool(is_causal), float(scale), out,
-                         *(() if lse is None else (lse,)))  # fmt: skip
-        if lse is None:
-            probs = _deferred_class(type(self))(lambda: self._attention_numpy(*args)[1])
-        else:
-            score_args = (q_layout, k, k_layout, mask, mask_layout, is_causal, scale)
-            probs = _deferred_class(type(self))(lambda: self._probabilities(*score_args, lse))
+                         *m, bool(is_causal), float(scale), out, lse)  # fmt: skip
+        score_args = (q_layout, k, k_layout, mask, mask_layout, is_causal, scale)
+        probs = _deferred_class(type(self))(lambda: self._probabilities(*score_args, lse))
         return type(self)(out), probs
 
     def _attention_scores(self, q_layout, k, k_layout, mask, mask_layout, is_causal, scale):

@@ -136,21 +136,18 @@ def _embed_native(table: np.ndarray, type_id: int, ids: np.ndarray, out: np.ndar
     return True
 
 
-# An extension built before these kernels existed has none of them: the numpy twins then.
-FUSED_NATIVE = NATIVE is not None and hasattr(NATIVE, "llm_attention")
-if FUSED_NATIVE:
+# Without the extension (WORKBENCH_NATIVE=0, no compiler at install): the numpy twins.
+if NATIVE is not None:
     residual_norm = NATIVE.llm_residual_norm
     glu = NATIVE.llm_glu
     rope_store = NATIVE.llm_rope_store
     attention = NATIVE.llm_attention
+    qmatmul_into, embed_into = _qmatmul_native, _embed_native
 else:
     residual_norm = _residual_norm_numpy
     glu = _glu_numpy
     rope_store = _rope_store_numpy
     attention = _attention_numpy
-if NATIVE is not None:
-    qmatmul_into, embed_into = _qmatmul_native, _embed_native
-else:
     qmatmul_into = embed_into = _qmatmul_none
 
 

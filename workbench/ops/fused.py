@@ -7,7 +7,9 @@ every one has a backward pass, built from ordinary ops so it runs on any device.
 their per-row statistics (mean, rstd) back from the forward and reuse them; attention reuses
 its probabilities. f16/bf16 statistics, probabilities and gradients are computed in f32.
 Where a device has the optional one-pass kernels (``softmax_backward``, ``norm_backward``),
-the (log-)softmax and layer/RMS norm input gradients use them instead of several ops.
+the (log-)softmax and layer/RMS norm input gradients use them instead of several ops; a kernel
+returns None for operands it does not take (on the CPU: f64, or no native extension), and the
+ops run instead. These ops are the one implementation of that maths for every other case.
 """
 
 from __future__ import annotations
@@ -88,14 +90,15 @@ def _norm_grad(gxhat: Tensor, xhat: Tensor, rstd: Tensor, dims, center: bool) ->
 
 def _fused_norm_grad(x, layout, g, w, w_layout, mean, rstd) -> Tensor | None:
     """dL/dx of layer_norm (``mean`` given) or rms_norm over the last dim of ``layout`` in one
-    backend pass from the forward's statistic storages, or None where the device has none."""
+    backend pass from the forward's statistic storages, or None where the device has none or
+    its kernel does not take these operands."""
     if not supports(x._storage, "norm_backward") or g.dtype != x.dtype:
         return None
     g, g_layout = _layout_as(g, layout.shape)
     gx = x._storage.norm_backward(
         layout, g._storage, g_layout, _storage_of(w), w_layout, mean, rstd
     )
-    return new(gx, g.shape, x.dtype, x.device)
+    return None if gx is None else new(gx, g.shape, x.dtype, x.device)
 
 
 def _grad_to(g: Tensor | None, t: Tensor) -> Tensor | None:
@@ -110,11 +113,12 @@ def _along(method: str, x: Tensor, dim: int) -> Tensor:
 
 
 def _softmax_grad(y: Tensor, g: Tensor, dim: int, log: bool) -> Tensor | None:
-    """dL/dx of (log_)softmax in one backend pass, or None where the device has no such pass."""
+    """dL/dx of (log_)softmax in one backend pass, or None where the device has no such pass
+    or its kernel does not take these operands."""
     if not supports(y._storage, "softmax_backward") or g.dtype != y.dtype:
         return None
     gx = y._storage.softmax_backward(y._layout, g._storage, g._layout, dim, log)
-    return new(gx, y.shape, y.dtype, y.device)
+    return None if gx is None else new(gx, y.shape, y.dtype, y.device)
 
 
 @op
@@ -191,7 +195,6 @@ def layer_norm(
     lead_dims = tuple(range(len(lead)))
 
     def backward(g_out: Tensor):
-        g = cast(g_out, cdt)
         gw = gb = None
         gx = (
             _fused_norm_grad(x, layout, g_out, w, w_layout, mean_s, rstd_s)
@@ -199,13 +202,17 @@ def layer_norm(
             else None
         )
         w_grad = w is not None and w.requires_grad
-        xhat = (cast(x, cdt) - mean) * rstd if w_grad or (x.requires_grad and gx is None) else None
-        if x.requires_grad and gx is None:
+        b_grad = b is not None and b.requires_grad
+        composite = x.requires_grad and gx is None
+        # g in the compute dtype only for what reads it (a pass over g for f16/bf16)
+        g = cast(g_out, cdt) if w_grad or b_grad or composite else None
+        xhat = (cast(x, cdt) - mean) * rstd if w_grad or composite else None
+        if composite:
             gxhat = g if w is None else g * cast(w, cdt).reshape(shape)
             gx = _norm_grad(gxhat, xhat, rstd, dims, center=True)
-        if w is not None and w.requires_grad:
+        if w_grad:
             gw = _sum_dims(g * xhat, lead_dims).reshape(w.shape)
-        if b is not None and b.requires_grad:
+        if b_grad:
             gb = _sum_dims(g, lead_dims).reshape(b.shape)
         return _grad_to(gx, x), _grad_to(gw, w), _grad_to(gb, b)
 
@@ -235,7 +242,6 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     lead_dims = tuple(range(x.ndim - 1))
 
     def backward(g_out: Tensor):
-        g = cast(g_out, cdt)
         gw = None
         gx = (
             _fused_norm_grad(x, x._layout, g_out, w, w_layout, None, rstd_s)
@@ -243,11 +249,14 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
             else None
         )
         w_grad = w is not None and w.requires_grad
-        xhat = cast(x, cdt) * rstd if w_grad or (x.requires_grad and gx is None) else None
-        if x.requires_grad and gx is None:
+        composite = x.requires_grad and gx is None
+        # g in the compute dtype only for what reads it (a pass over g for f16/bf16)
+        g = cast(g_out, cdt) if w_grad or composite else None
+        xhat = cast(x, cdt) * rstd if w_grad or composite else None
+        if composite:
             gxhat = g if w is None else g * cast(w, cdt)
             gx = _norm_grad(gxhat, xhat, rstd, -1, center=False)
-        if w is not None and w.requires_grad:
+        if w_grad:
             gw = _sum_dims(g * xhat, lead_dims)
         return _grad_to(gx, x), _grad_to(gw, w)
 

@@ -431,7 +431,7 @@ static void norm_bw_rows(const void *ctx, int t, Py_ssize_t r0, Py_ssize_t r1, v
     const wb_operand *x = c->x, *g = c->g;
     const int last = x->ndim - 1;
     const Py_ssize_t n = x->shape[last];
-    float *bx = vbuf, *bg = bx + n, *bw = bg + n, *xh = bw + n, *gh = xh + n;
+    float *bx = vbuf, *bg = bx + n, *bw = bg + n, *xh = bw + n, *bgh = xh + n;
     const wb_operand *cw = c->w;
     const float *wp = cw ? wb_load_f32(cw->dtype, cw->data, cw->offset, cw->strides[0], n, bw) : NULL;
     for (Py_ssize_t r = r0; r < r1; r++) {
@@ -442,15 +442,17 @@ static void norm_bw_rows(const void *ctx, int t, Py_ssize_t r0, Py_ssize_t r1, v
         const float *gv = wb_load_f32(g->dtype, g->data, gin, g->strides[last], n, bg);
         const float mean = c->mean ? c->mean[r] : 0.0f, rstd = c->rstd[r];
         for (Py_ssize_t i = 0; i < n; i++) xh[i] = (xv[i] - mean) * rstd;
-        if (wp)
-            for (Py_ssize_t i = 0; i < n; i++) gh[i] = gv[i] * wp[i];
-        else
-            memcpy(gh, gv, sizeof(float) * (size_t)n);
+        const float *gh = gv; /* ĝ = g without a weight: read in place, no copy */
+        if (wp) {
+            for (Py_ssize_t i = 0; i < n; i++) bgh[i] = gv[i] * wp[i];
+            gh = bgh;
+        }
         const float mg = c->mean ? lane_sum_f32(gh, n) / (float)n : 0.0f;
         for (Py_ssize_t i = 0; i < n; i++) bx[i] = gh[i] * xh[i]; /* (xv is read no more) */
         const float mgx = lane_sum_f32(bx, n) / (float)n;
-        for (Py_ssize_t i = 0; i < n; i++) gh[i] = rstd * (gh[i] - mg - xh[i] * mgx);
-        wb_store_line_f32(x->dtype, c->out, out, gh, n);
+        /* gx over x̂, elementwise in place (gh may be the caller's g, never written) */
+        for (Py_ssize_t i = 0; i < n; i++) xh[i] = rstd * (gh[i] - mg - xh[i] * mgx);
+        wb_store_line_f32(x->dtype, c->out, out, xh, n);
     }
 }
 
