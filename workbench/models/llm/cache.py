@@ -13,7 +13,8 @@ padded to whole key blocks; padding cells stay empty.
 
 ``positions[kind][slot, cell]`` is the position held by a cell (-1: empty), from which the
 attention masks are built; ``tokens(slot)`` are the ids the slot has seen, which is what lets a
-new prompt reuse the longest cached prefix (:meth:`reuse_prefix`).
+new prompt reuse the longest cached prefix (:meth:`reuse_prefix`). That bookkeeping is
+:class:`SlotCache`'s, shared with the cache of a GPU model (``device_model.DeviceKVCache``).
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ class CacheFullError(WorkbenchError):
     """A sequence grew past the cache's ``max_len``."""
 
 
-class KVCache:
-    """Keys/values of ``n_slots`` sequences of up to ``max_len`` positions each."""
+class SlotCache:
+    """Which positions and ids each of ``n_slots`` sequences holds (up to ``max_len`` each):
+    the bookkeeping every KV cache shares, whatever holds its keys and values.
+
+    ``pad(n)``: the cells allocated for ``n`` (the CPU kernels' whole key blocks)."""
 
     def __init__(
         self,
@@ -42,6 +46,7 @@ class KVCache:
         max_len: int = 4096,
         chunk: int = 256,
         dtype: str = "f32",
+        pad=padded_cells,
     ):
         if dtype not in KV_DTYPES:
             raise WorkbenchError(
@@ -57,27 +62,12 @@ class KVCache:
         self.max_len = max_len
         self.chunk = chunk
         self.dtype = dtype
-        store = KV_DTYPES[dtype]
         window = config.sliding_window
         ring = min(max_len, window + chunk) if window else max_len
         self.cells = (max_len, ring)
         self.kinds = [LOCAL if local else GLOBAL for local in config.local_layers]
-        c = config
-        alloc = [padded_cells(n) for n in self.cells]
-        # np.zeros maps zero pages lazily: an unused slot or cell costs no resident memory.
-        self.kb = [
-            np.zeros((n_slots, c.n_head_kv, alloc[kd] // KEY_BLOCK, c.head_dim, KEY_BLOCK), store)
-            for kd in self.kinds
-        ]
-        self.v = [
-            np.zeros((n_slots, c.n_head_kv, alloc[kd], c.value_dim), store) for kd in self.kinds
-        ]
-        self.positions = [np.full((n_slots, n), -1, np.int64) for n in alloc]
+        self.positions = [np.full((n_slots, pad(n)), -1, np.int64) for n in self.cells]
         self._tokens: list[list[int]] = [[] for _ in range(n_slots)]
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.kb) + sum(a.nbytes for a in self.v)
 
     def tokens(self, slot: int) -> list[int]:
         """The ids whose keys/values slot ``slot`` holds, in order (a copy)."""
@@ -138,6 +128,46 @@ class KVCache:
         self._tokens[slot].extend(int(i) for i in ids)
         return pos
 
+    def _check(self, slot: int) -> int:
+        if not 0 <= slot < self.n_slots:
+            raise IndexError(f"KVCache: slot {slot} out of range (the cache has {self.n_slots})")
+        return slot
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.n_slots} slots, max_len={self.max_len}, "
+            f"ring={self.cells[LOCAL]}, {self.dtype}, {self.nbytes / 2**20:.1f} MiB)"
+        )
+
+
+class KVCache(SlotCache):
+    """Keys/values of ``n_slots`` sequences of up to ``max_len`` positions each, as numpy
+    arrays in the layout of the CPU kernels (see the module docs)."""
+
+    def __init__(
+        self,
+        config: LlmConfig,
+        n_slots: int = 1,
+        max_len: int = 4096,
+        chunk: int = 256,
+        dtype: str = "f32",
+    ):
+        super().__init__(config, n_slots, max_len, chunk, dtype)
+        c, store = config, KV_DTYPES[dtype]
+        alloc = [pos.shape[1] for pos in self.positions]
+        # np.zeros maps zero pages lazily: an unused slot or cell costs no resident memory.
+        self.kb = [
+            np.zeros((n_slots, c.n_head_kv, alloc[kd] // KEY_BLOCK, c.head_dim, KEY_BLOCK), store)
+            for kd in self.kinds
+        ]
+        self.v = [
+            np.zeros((n_slots, c.n_head_kv, alloc[kd], c.value_dim), store) for kd in self.kinds
+        ]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.kb) + sum(a.nbytes for a in self.v)
+
     def slot_arrays(self, layer: int, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Slot ``slot`` of ``layer`` as the kernels take it: keys (head_kv, cells/16,
         head_dim, 16), values (head_kv, cells, value_dim), the cells' positions (views)."""
@@ -146,15 +176,3 @@ class KVCache:
     def keys(self, layer: int, slot: int) -> np.ndarray:
         """The keys of a slot as rows (head_kv, cells, head_dim) (a copy, for inspection)."""
         return key_rows(self.kb[layer][slot])[:, : self.cells[self.kinds[layer]]]
-
-    def _check(self, slot: int) -> int:
-        if not 0 <= slot < self.n_slots:
-            raise IndexError(f"KVCache: slot {slot} out of range (the cache has {self.n_slots})")
-        return slot
-
-    def __repr__(self) -> str:
-        return (
-            f"KVCache({self.n_slots} slots, max_len={self.max_len}, ring={self.cells[LOCAL]}, "
-            f"{self.dtype}, "
-            f"{self.nbytes / 2**20:.1f} MiB)"
-        )

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...device import CPU, Device
 from ...distributed import Communicator, TensorParallel, get_communicator, is_initialized
 from ...errors import WorkbenchError
 from ...quantized import QVarBuilder
 from .chat_template import render_chat
+from .device_model import DeviceTransformer
 from .model import Transformer
 from .sampling import Sampler, SamplingParams
 from .tokenizer import GgufTokenizer, StreamDecoder
@@ -47,7 +49,8 @@ class GenerationStats:
 
 
 class LLM:
-    """A loaded model: ``tokenizer``, ``config``, ``transformer`` (the batch-step forward).
+    """A loaded model: ``tokenizer``, ``config``, ``transformer`` (the batch-step forward:
+    a :class:`Transformer` on the CPU, a :class:`DeviceTransformer` on ``device`` otherwise).
 
     ``tp`` splits the transformer over the ranks of a communicator (see :func:`load`); every
     rank then runs the same calls and gets the same logits and tokens.
@@ -60,13 +63,17 @@ class LLM:
         chunk: int = 256,
         tp: TensorParallel | None = None,
         kv_dtype: str | None = None,
+        device: Device = CPU,
     ):
         vb = QVarBuilder.from_gguf(path)
         md = vb.metadata
         self.path = os.fspath(path)
         self.metadata = md
         self.tokenizer = GgufTokenizer(md)
-        self.transformer = Transformer(vb, md, tp)
+        self.transformer: Transformer | DeviceTransformer = Transformer(vb, md, tp)
+        if not device.is_cpu:
+            self.transformer = DeviceTransformer(self.transformer, device)
+        self.device = device
         self.tp = self.transformer.tp
         self.config = self.transformer.config
         if self.tokenizer.vocab_size > self.config.n_vocab:
@@ -235,10 +242,31 @@ def load(
 
     ``kv_dtype`` ("f32" or "f16") is the KV cache's; by default f16 for quantized files and
     f32 for float ones (see :meth:`Transformer.new_cache`).
+
+    ``device`` ("cpu", the default, "cuda", "cuda:1", "metal" or a :class:`wb.Device`): on a
+    GPU the weights (still quantized), the KV cache and the forward pass live there, and
+    decoding multiplies with the device's quantized matvec kernels (see
+    :mod:`.device_model`); on the CPU the fused native kernels run (:mod:`.model`).
     """
-    if device is not None and str(device) != "cpu":
-        raise WorkbenchError(f"llm.load: only device='cpu' is supported so far, found {device!r}")
-    return LLM(os.fspath(path), max_len, tp=_tensor_parallel(tensor_parallel), kv_dtype=kv_dtype)
+    where = _device(device)
+    tp = _tensor_parallel(tensor_parallel)
+    if not where.is_cpu and tp.world_size > 1:
+        raise WorkbenchError(
+            f"llm.load: tensor_parallel runs on the CPU only, found device={device!r}"
+        )
+    return LLM(os.fspath(path), max_len, tp=tp, kv_dtype=kv_dtype, device=where)
+
+
+def _device(spec) -> Device:
+    """The device of ``llm.load(device=spec)``; its backend must be usable here."""
+    if spec is None:
+        return CPU
+    try:
+        device = Device(spec)
+        device.backend  # noqa: B018 -- raises DeviceUnavailable with the reason
+    except WorkbenchError as e:
+        raise WorkbenchError(f"llm.load(device={spec!r}): {e}") from e
+    return device
 
 
 def _tensor_parallel(spec: int | Communicator | None) -> TensorParallel:

@@ -17,6 +17,10 @@ with ``attn = softmax(cap(q kᵀ · scale) + mask) v`` (q/k rotated by rope, q/k
 rotation on qwen3/gemma3, ``cap(s) = c·tanh(s/c)`` on gemma2), grouped-query heads sharing a
 key/value head, then ``logits = cap(output(output_norm(x)))`` with the output matrix tied to the
 token embedding when the file has no ``output.weight``.
+
+This is the CPU model (numpy and the fused kernels of ``llm_ops``); on a GPU,
+``device_model.DeviceTransformer`` runs the same maths over device tensors, driven by the
+same :class:`BatchForward`.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ from typing import Literal, overload
 import numpy as np
 
 from ...backends.cpu import llm_ops
+from ...device import CPU
 from ...distributed.shard import ShardedVarBuilder, shard_qtensor
 from ...distributed.tensor_parallel import TensorParallel
+from ...dtype import from_numpy_dtype
 from ...errors import ShapeError, WorkbenchError
 from ...nn.var_builder import VarBuilderError
 from ...profiler import current_profile
 from ...quantized import QEmbedding, QMatMul, QTensor, QVarBuilder
-from .cache import GLOBAL, LOCAL, KVCache
+from .cache import GLOBAL, LOCAL, KVCache, SlotCache
 from .config import LlmConfig, LlmFileError, config_from_metadata
 from .rope import Rope, RopeScaling
 
@@ -43,16 +49,34 @@ def _softcap(x: np.ndarray, cap: float) -> np.ndarray:
     return np.tanh(x / cap) * cap if cap else x
 
 
+class _ArrayArg:
+    """A numpy argument as the profiler reads a tensor argument: ``_layout.shape``,
+    ``dtype.name`` and ``device``."""
+
+    __slots__ = ("_layout", "device", "dtype")
+
+    def __init__(self, array: np.ndarray):
+        self._layout = array  # the profiler reads only ``.shape``
+        self.dtype = from_numpy_dtype(array.dtype)
+        self.device = CPU
+
+
 class _ProfiledKernels:
-    """``llm_ops`` with every kernel call recorded by ``profile`` as the op ``llm.<name>``, so
-    that ``wb.profile()`` and the notebook's per-cell timings still see the per-token path."""
+    """``llm_ops`` with every kernel call recorded by ``profile`` as the op ``llm.<name>``
+    with its array arguments' shapes and dtypes, so that ``wb.profile()`` and the notebook's
+    per-op timings still see the per-token path."""
 
     def __init__(self, profile):
         self._profile = profile
 
     def __getattr__(self, name: str):
         kernel = getattr(llm_ops, name)
-        return lambda *args: self._profile.run(f"llm.{name}", kernel, args, {})
+
+        def run(*args):
+            arrays = tuple([_ArrayArg(a) for a in args if isinstance(a, np.ndarray)])
+            return self._profile.run(f"llm.{name}", lambda *_: kernel(*args), arrays, {})
+
+        return run
 
 
 def _kernels():
@@ -158,7 +182,88 @@ def _rank_config(c: LlmConfig, tp: TensorParallel) -> LlmConfig:
     )
 
 
-class Transformer:
+class BatchForward:
+    """The batch step's driver, shared by the CPU :class:`Transformer` and the GPU model
+    (``device_model.DeviceTransformer``): validation and chunking around ``_step``, which
+    runs one chunk of each sequence and returns the wanted logits rows as numpy arrays."""
+
+    config: LlmConfig
+
+    @overload
+    def forward(
+        self,
+        tokens_per_seq: Sequence[Sequence[int]],
+        slots: Sequence[int],
+        cache: SlotCache,
+        all_logits: Literal[False] = False,
+    ) -> np.ndarray: ...
+    @overload
+    def forward(
+        self,
+        tokens_per_seq: Sequence[Sequence[int]],
+        slots: Sequence[int],
+        cache: SlotCache,
+        all_logits: Literal[True],
+    ) -> list[np.ndarray]: ...
+    @overload
+    def forward(
+        self,
+        tokens_per_seq: Sequence[Sequence[int]],
+        slots: Sequence[int],
+        cache: SlotCache,
+        all_logits: bool = False,
+    ) -> np.ndarray | list[np.ndarray]: ...
+    def forward(
+        self,
+        tokens_per_seq: Sequence[Sequence[int]],
+        slots: Sequence[int],
+        cache: SlotCache,
+        all_logits: bool = False,
+    ) -> np.ndarray | list[np.ndarray]:
+        """Append ``tokens_per_seq[i]`` to slot ``slots[i]`` of ``cache`` and run them.
+
+        Returns the logits of each sequence's last new token, ``(n_seq, n_vocab)`` f32, or
+        with ``all_logits`` a list of ``(len(tokens_per_seq[i]), n_vocab)``. Sequences longer
+        than ``cache.chunk`` run in successive chunks (the sliding-window rings rely on it).
+        """
+        seqs = [np.asarray(t, dtype=np.int64).reshape(-1) for t in tokens_per_seq]
+        slots = [int(s) for s in slots]
+        if len(seqs) != len(slots) or len(set(slots)) != len(slots):
+            raise WorkbenchError(
+                f"forward: expected one distinct slot per sequence, found {len(seqs)} "
+                f"sequences and slots {slots}"
+            )
+        for s, ids in zip(slots, seqs, strict=True):
+            if ids.size == 0:
+                raise WorkbenchError(f"forward: the sequence for slot {s} has no tokens")
+            if ids.min() < 0 or ids.max() >= self.config.n_vocab:
+                raise WorkbenchError(
+                    f"forward: token id {int(ids.max() if ids.max() >= 0 else ids.min())} is "
+                    f"out of range for a vocabulary of {self.config.n_vocab}"
+                )
+        parts: list[list[np.ndarray]] = [[] for _ in seqs]
+        done = [0] * len(seqs)
+        while True:
+            active = [i for i, ids in enumerate(seqs) if done[i] < len(ids)]
+            if not active:
+                break
+            pieces = [seqs[i][done[i] : done[i] + cache.chunk] for i in active]
+            last = [done[i] + len(p) >= len(seqs[i]) for i, p in zip(active, pieces, strict=True)]
+            want = [all_logits or is_last for is_last in last]
+            out = self._step(pieces, [slots[i] for i in active], cache, want, all_logits)
+            for i, p, logits in zip(active, pieces, out, strict=True):
+                done[i] += len(p)
+                if logits is not None:
+                    parts[i].append(logits)
+        if all_logits:
+            return [np.concatenate(p) for p in parts]
+        return np.stack([p[-1][-1] for p in parts])
+
+    def _step(self, pieces, slots, cache, want, all_rows: bool) -> list[np.ndarray | None]:
+        raise NotImplementedError
+
+
+class Transformer(BatchForward):
     """Weights and the batched forward pass; built by :meth:`from_gguf` (see module docs).
 
     ``tp`` (a :class:`~workbench.distributed.TensorParallel` over a communicator) splits the
@@ -231,76 +336,6 @@ class Transformer:
         reads, an error far below the 8-bit activations'), f32 for float files."""
         max_len = max_len or min(self.config.context_length, 4096)
         return KVCache(self.rank_config, n_slots, max_len, chunk, kv_dtype or self.kv_dtype)
-
-    @overload
-    def forward(
-        self,
-        tokens_per_seq: Sequence[Sequence[int]],
-        slots: Sequence[int],
-        cache: KVCache,
-        all_logits: Literal[False] = False,
-    ) -> np.ndarray: ...
-    @overload
-    def forward(
-        self,
-        tokens_per_seq: Sequence[Sequence[int]],
-        slots: Sequence[int],
-        cache: KVCache,
-        all_logits: Literal[True],
-    ) -> list[np.ndarray]: ...
-    @overload
-    def forward(
-        self,
-        tokens_per_seq: Sequence[Sequence[int]],
-        slots: Sequence[int],
-        cache: KVCache,
-        all_logits: bool = False,
-    ) -> np.ndarray | list[np.ndarray]: ...
-    def forward(
-        self,
-        tokens_per_seq: Sequence[Sequence[int]],
-        slots: Sequence[int],
-        cache: KVCache,
-        all_logits: bool = False,
-    ) -> np.ndarray | list[np.ndarray]:
-        """Append ``tokens_per_seq[i]`` to slot ``slots[i]`` of ``cache`` and run them.
-
-        Returns the logits of each sequence's last new token, ``(n_seq, n_vocab)`` f32, or
-        with ``all_logits`` a list of ``(len(tokens_per_seq[i]), n_vocab)``. Sequences longer
-        than ``cache.chunk`` run in successive chunks (the sliding-window rings rely on it).
-        """
-        seqs = [np.asarray(t, dtype=np.int64).reshape(-1) for t in tokens_per_seq]
-        slots = [int(s) for s in slots]
-        if len(seqs) != len(slots) or len(set(slots)) != len(slots):
-            raise WorkbenchError(
-                f"forward: expected one distinct slot per sequence, found {len(seqs)} "
-                f"sequences and slots {slots}"
-            )
-        for s, ids in zip(slots, seqs, strict=True):
-            if ids.size == 0:
-                raise WorkbenchError(f"forward: the sequence for slot {s} has no tokens")
-            if ids.min() < 0 or ids.max() >= self.config.n_vocab:
-                raise WorkbenchError(
-                    f"forward: token id {int(ids.max() if ids.max() >= 0 else ids.min())} is "
-                    f"out of range for a vocabulary of {self.config.n_vocab}"
-                )
-        parts: list[list[np.ndarray]] = [[] for _ in seqs]
-        done = [0] * len(seqs)
-        while True:
-            active = [i for i, ids in enumerate(seqs) if done[i] < len(ids)]
-            if not active:
-                break
-            pieces = [seqs[i][done[i] : done[i] + cache.chunk] for i in active]
-            last = [done[i] + len(p) >= len(seqs[i]) for i, p in zip(active, pieces, strict=True)]
-            want = [all_logits or is_last for is_last in last]
-            out = self._step(pieces, [slots[i] for i in active], cache, want, all_logits)
-            for i, p, logits in zip(active, pieces, out, strict=True):
-                done[i] += len(p)
-                if logits is not None:
-                    parts[i].append(logits)
-        if all_logits:
-            return [np.concatenate(p) for p in parts]
-        return np.stack([p[-1][-1] for p in parts])
 
     def _step(self, pieces, slots, cache: KVCache, want, all_rows: bool):
         c, kernels = self.rank_config, _kernels()
