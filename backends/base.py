@@ -366,6 +366,32 @@ class FusedStorage(Protocol):
     ) -> tuple[CoreStorage, CoreStorage, CoreStorage]:
         """x (N, C, S): (out (N, C, S), mean (N, G), rstd (N, G))."""
 
+    def batch_norm(
+        self,
+        layout: LayoutLike,
+        weight: CoreStorage | None,
+        weight_layout: LayoutLike | None,
+        bias: CoreStorage | None,
+        bias_layout: LayoutLike | None,
+        eps: float,
+    ) -> tuple[CoreStorage, CoreStorage, CoreStorage]:
+        """Training statistics of x (N, C, S) per channel over N and S: (out (N, C, S),
+        mean (C,), rstd (C,)), the statistics in the compute type."""
+
+    def batch_norm_backward(
+        self,
+        layout: LayoutLike,
+        grad: CoreStorage,
+        grad_layout: LayoutLike,
+        weight: CoreStorage | None,
+        weight_layout: LayoutLike | None,
+        mean: CoreStorage,
+        rstd: CoreStorage,
+        input_grad: bool,
+    ) -> tuple[CoreStorage | None, CoreStorage, CoreStorage]:
+        """From x (N, C, S) (self), dL/dy and the forward's mean, rstd: (dL/dx, None unless
+        ``input_grad``; dL/dweight (C,); dL/dbias (C,)), the last two in the compute type."""
+
     def rope(
         self,
         layout: LayoutLike,

@@ -9,6 +9,7 @@ import numpy as np
 from ..base import BackendStorage
 from ..errors import OutOfMemory
 from ._arrays import NUMPY_BY_NAME, view
+from .batchnorm import BatchNormOps
 from .conv import ConvOps
 from .elementwise import ElementwiseOps
 from .fused import FusedOps
@@ -46,6 +47,7 @@ class CpuStorage(
     PoolOps,
     IndexingOps,
     FusedOps,
+    BatchNormOps,
     QuantizedOps,
     BackendStorage,
 ):

@@ -23,6 +23,7 @@ from ..autograd import no_grad, record
 from ..errors import ShapeError
 from ..ops import FAMILIES, fused, indexing
 from ..ops import elementwise as ew
+from ..ops.batch_norm import batch_norm_training, has_batch_norm
 from ..ops.creation import arange, from_numpy, zeros_like
 from ..random import Generator, default_generator
 from ..tensor import Tensor
@@ -182,6 +183,23 @@ def _channel_sum(t: Tensor) -> Tensor:
     return t.sum(tuple(range(1, t.ndim))) if t.ndim > 1 else t
 
 
+def _update_running(
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    mean: Tensor,
+    var: Tensor | None,
+    n: int,
+    momentum: float,
+) -> None:
+    """Move the running statistics by ``momentum`` towards the batch's mean and its unbiased
+    variance (``var`` is the biased one of ``n`` values per channel)."""
+    if running_mean is not None:
+        running_mean.add_((mean.to_dtype(running_mean.dtype) - running_mean) * momentum)
+    if running_var is not None:
+        unbiased = var.to_dtype(running_var.dtype) * (n / (n - 1))
+        running_var.add_((unbiased - running_var) * momentum)
+
+
 def batch_norm(
     x: Tensor,
     running_mean: Tensor | None,
@@ -198,7 +216,8 @@ def batch_norm(
     the spatial dims, y = γ x̂ + β, and the running statistics (when given) move by
     ``momentum`` towards μ_B and the unbiased σ²_B. Eval: the running statistics instead.
     The training gradient is the closed form
-    ∂x = γ / √(σ²_B + ε) · (g - mean(g) - x̂ · mean(g x̂)), one graph node.
+    ∂x = γ / √(σ²_B + ε) · (g - mean(g) - x̂ · mean(g x̂)), one graph node. Where the device
+    has the fused kernels (``ops.batch_norm``), training is one backend call each way.
     """
     if x.ndim < 2:
         raise ShapeError(f"batch_norm: expected an input (N, C, *), found shape {x.shape}")
@@ -218,6 +237,12 @@ def batch_norm(
             f"batch_norm: training needs more than one value per channel, found "
             f"input shape {x.shape}"
         )
+    if has_batch_norm(x):
+        y, mean, rstd = batch_norm_training(x, weight, bias, eps)
+        with no_grad():
+            var = None if running_var is None else rstd.pow(-2.0) - eps  # σ² = 1/rstd² - ε
+            _update_running(running_mean, running_var, mean, var, n, momentum)
+        return y
     with no_grad():
         mean = (_channel_sum(x.detach()) * (1.0 / n)).reshape(bshape)
         xc = x.detach() - mean
@@ -227,13 +252,7 @@ def batch_norm(
         y = xc * scale
         if bias is not None:
             y = y + bias.detach().reshape(bshape)
-        if running_mean is not None:
-            running_mean.add_(
-                (mean.reshape(c).to_dtype(running_mean.dtype) - running_mean) * momentum
-            )
-        if running_var is not None:
-            unbiased = var.reshape(c).to_dtype(running_var.dtype) * (n / (n - 1))
-            running_var.add_((unbiased - running_var) * momentum)
+        _update_running(running_mean, running_var, mean.reshape(c), var.reshape(c), n, momentum)
 
     def backward(g: Tensor):
         xhat = xc * rstd

@@ -1,5 +1,5 @@
 /* The core kernel family's functions (threads, elementwise, reductions, fused row ops,
- * attention): each file exports a NULL-terminated PyMethodDef table, added here. */
+ * batch norm, attention): each file exports a NULL-terminated PyMethodDef table, added here. */
 #include "wb_native.h"
 
 #include "nd.h"
@@ -11,6 +11,7 @@ extern PyMethodDef wb_attention_methods[];
 extern PyMethodDef wb_reduce_methods[], wb_cast_methods[];
 extern PyMethodDef wb_llm_attention_methods[], wb_llm_rows_methods[];
 extern PyMethodDef wb_pool_methods[];
+extern PyMethodDef wb_batchnorm_methods[];
 
 int wb_register_core(PyObject *module) {
     if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
@@ -28,6 +29,7 @@ int wb_register_core(PyObject *module) {
         PyModule_AddFunctions(module, wb_cast_methods) < 0)
         return -1;
     if (PyModule_AddFunctions(module, wb_pool_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_batchnorm_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_llm_attention_methods) < 0 ||
         PyModule_AddFunctions(module, wb_llm_rows_methods) < 0)
         return -1;
