@@ -300,3 +300,15 @@ def dequantized_reference(model, gguf_path: Path, family: str):
         state[name] = torch.from_numpy(np.ascontiguousarray(w))
     ref.load_state_dict(state, strict=False)
     return ref
+
+
+def greedy_ids(lm, ids: list[int], n: int) -> list[int]:
+    """``n`` greedy tokens after ``ids`` from ``lm``'s batch step, one cached step each."""
+    tf = lm.transformer
+    cache = tf.new_cache(1, len(ids) + n)
+    logits = tf.forward([ids], [0], cache)[0]
+    out = []
+    for _ in range(n):
+        out.append(int(np.argmax(logits)))
+        logits = tf.forward([[out[-1]]], [0], cache)[0]
+    return out

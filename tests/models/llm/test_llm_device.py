@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import dequantized_reference, hf_logits
+from conftest import dequantized_reference, greedy_ids, hf_logits
 from devices import AVAILABILITY
 
 import workbench as wb
@@ -108,7 +108,7 @@ def test_cached_decoding_equals_recompute_and_greedy_tokens(tiny, device, ggml_t
     recompute = tf.forward([ids + tokens], [0], tf.new_cache(1, 32, kv_dtype="f32"), True)[0]
     _close(np.stack(logits), recompute[len(ids) - 1 : -1], 1e-5)
     if ggml_type == "F32":
-        assert tokens == _greedy_ids(cpu, ids, 4)
+        assert tokens == greedy_ids(cpu, ids, 4)
     else:
         ref = hf_logits(dequantized_reference(model, path, family), ids + tokens[:-1])
         assert tokens == ref[len(ids) - 1 :].argmax(-1).tolist()
@@ -116,17 +116,6 @@ def test_cached_decoding_equals_recompute_and_greedy_tokens(tiny, device, ggml_t
     stops = [i for i, t in enumerate(first) if t in cpu.tokenizer.stop_ids]
     text = cpu.tokenizer.decode(first[: stops[0] if stops else None], skip_special=True)
     assert gpu.generate(ids, 2) == text
-
-
-def _greedy_ids(lm, ids, n):
-    tf = lm.transformer
-    cache = tf.new_cache(1, 32)
-    logits = tf.forward([ids], [0], cache)[0]
-    out = []
-    for _ in range(n):
-        out.append(int(np.argmax(logits)))
-        logits = tf.forward([[out[-1]]], [0], cache)[0]
-    return out
 
 
 @pytest.mark.parametrize("family", ["gemma2", "phi3"])

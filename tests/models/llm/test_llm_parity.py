@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FAMILIES, dequantized_reference, hf_logits
+from conftest import FAMILIES, dequantized_reference, greedy_ids, hf_logits
 
 from workbench.models import llm
 
@@ -64,21 +64,10 @@ def test_greedy_continuation_equals_transformers(tiny, family):
             pad_token_id=0,
         )
     expected = out[0, len(ids) :].tolist()
-    assert _greedy_ids(lm, ids, 20) == expected
+    assert greedy_ids(lm, ids, 20) == expected
     stops = [i for i, t in enumerate(expected) if t in lm.tokenizer.stop_ids]
     text = lm.tokenizer.decode(expected[: stops[0] if stops else None], skip_special=True)
     assert lm.generate(ids, 20) == text
-
-
-def _greedy_ids(lm, ids, n):
-    tf = lm.transformer
-    cache = tf.new_cache(1, 128)
-    logits = tf.forward([ids], [0], cache)[0]
-    out = []
-    for _ in range(n):
-        out.append(int(np.argmax(logits)))
-        logits = tf.forward([[out[-1]]], [0], cache)[0]
-    return out
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "gemma3"])
