@@ -55,9 +55,11 @@ def device(request):
     from workbench.backends.metal import driver, runtime
 
     _, _, previous = install_host_device()
-    yield wb.Device("metal")
+    metal = wb.Device("metal")
+    yield metal
     driver.set_driver(previous)
     runtime.reset()
+    object.__setattr__(metal, "_backend", None)  # the Device remembers the fake's backend
 
 
 def _close(a, b, tol):
