@@ -88,9 +88,9 @@ def _workload(build, size: int):
 
 
 WORKLOADS = [
-    Workload("training/cnn_digits_1x8x8_b64", _workload(_digits_cnn, 8), target=1.2,
+    Workload("training/cnn_digits_1x8x8_b64", _workload(_digits_cnn, 8), target=0.8,
              note="conv-bn-relu-pool ×2 + linear, cross-entropy, AdamW"),
-    Workload("training/cnn_mnist_1x28x28_b64", _workload(_mnist_cnn, 28), target=1.2,
+    Workload("training/cnn_mnist_1x28x28_b64", _workload(_mnist_cnn, 28), target=0.8,
              note="conv-relu-pool ×2 + MLP, cross-entropy, AdamW"),
 ]  # fmt: skip
 
