@@ -391,3 +391,43 @@ def test_bf16_conversions_are_exact_over_all_bit_patterns():
     want = np.where(nan, (words >> 16) | 0x40, rounded).astype(np.uint16)
     for n in (len(x), len(x) - 3):
         np.testing.assert_array_equal(_cast(x[:n], "bf16").view(np.uint16), want[:n])
+
+
+def _layouts(v: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray, slice]]:
+    """name -> (view, its base, the elements of ``v`` it holds): contiguous, an odd length at an
+    offset (the kernels' scalar tail) and stride 3."""
+    wide = np.repeat(v, 3)
+    return {"contiguous": (v, v, slice(None)), "tail": (v[3:-2], v, slice(3, -2)),
+            "strided": (wide[::3], wide, slice(None))}  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_kernels_round_once_over_all_bit_patterns(dtype):
+    """f16/bf16 ops widen to f32, compute, round to nearest even once: a + b and a * b equal
+    numpy's f32 result cast by numpy / ml_dtypes for each of the 65536 patterns against a
+    shuffle of them (contiguous, odd length, strided, and a broadcast scalar). NaN results are
+    NaN; a bf16 NaN keeps its sign and high payload, quietened: -x is (bits ^ 0x8000) | 0x40."""
+    half = DTYPES[dtype]
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    x = bits.view(half)
+    y = np.random.default_rng(5).permutation(bits).view(half)
+    xf, yf = x.astype(np.float32), y.astype(np.float32)
+    scalar = y[7:8]
+    with np.errstate(all="ignore"):
+        cases = [("add", y, xf + yf), ("mul", y, xf * yf), ("mul", scalar, xf * yf[7])]
+    for op, other, want_f32 in cases:
+        with np.errstate(all="ignore"):
+            want = want_f32.astype(half).view(np.uint16)
+        others = _layouts(other) if other.size > 1 else None
+        for name, (va, ba, part) in _layouts(x).items():
+            vb, bb, _ = others[name] if others else (np.broadcast_to(scalar, va.shape), scalar, 0)
+            (sa, la), (sb, lb) = operand(va, ba), operand(vb, bb)
+            got = np.asarray(sa.binary(op, la, sb, lb).array).view(np.uint16)
+            nan = np.isnan(want_f32[part])
+            np.testing.assert_array_equal(got[~nan], want[part][~nan], err_msg=f"{op} {name}")
+            assert np.isnan(got[nan].view(half).astype(np.float32)).all(), f"{op} {name}"
+    if dtype == "bf16":
+        s, layout = operand(x, x)
+        got = np.asarray(s.unary("neg", layout).array).view(np.uint16)
+        nan = np.isnan(xf)
+        np.testing.assert_array_equal(got, np.where(nan, (bits ^ 0x8000) | 0x40, bits ^ 0x8000))

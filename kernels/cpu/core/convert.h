@@ -86,4 +86,82 @@ static inline const double *wb_load_f64(const char *base, Py_ssize_t off, Py_ssi
     return buf;
 }
 
+/* ---- one vector of a half-precision operand, widened and rounded in registers ---------- */
+/* Fused half-precision kernels work on WB_HLANES elements at a time: widen into a float[16] or
+ * float[8] that gcc keeps in one vector register, compute, round on store. The conversions are
+ * those of the loops above (F16C/AVX-512 where the variant has them, else the scalar ones), so
+ * results are bit-identical. */
+#if defined(__AVX512F__)
+#define WB_HLANES 16
+#else
+#define WB_HLANES 8
+#endif
+
+/* WB_HLANES elements p[0], p[stride], ... of half dtype ``dt`` (f16 or bf16) as f32 in ``t``. */
+static inline __attribute__((always_inline)) void wb_half_lanes_load(int dt, const uint16_t *p,
+                                                                     Py_ssize_t stride,
+                                                                     float *restrict t) {
+    if (stride != 1) {
+        for (int j = 0; j < WB_HLANES; j++)
+            t[j] = dt == WB_BF16 ? wb_bf16_to_f32(p[j * stride]) : wb_f16_to_f32(p[j * stride]);
+        return;
+    }
+    if (dt == WB_BF16) { /* bf16 is the top half of an f32 */
+#if defined(__AVX512F__)
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+        _mm512_storeu_ps(t, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+#elif defined(__AVX2__)
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+        _mm256_storeu_ps(t, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+#else
+        for (int j = 0; j < WB_HLANES; j++) t[j] = wb_bf16_to_f32(p[j]);
+#endif
+        return;
+    }
+#if defined(__AVX512F__)
+    _mm512_storeu_ps(t, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
+#elif defined(__F16C__)
+    _mm256_storeu_ps(t, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+#else
+    for (int j = 0; j < WB_HLANES; j++) t[j] = wb_f16_to_f32(p[j]);
+#endif
+}
+
+/* ``t`` (WB_HLANES f32) rounded to nearest even into p[0 .. WB_HLANES) of half dtype ``dt``. */
+static inline __attribute__((always_inline)) void wb_half_lanes_store(int dt, uint16_t *p,
+                                                                      const float *restrict t) {
+    if (dt == WB_BF16) { /* wb_f32_to_bf16 on each lane: NaN -> its top half | 0x40 (quiet) */
+#if defined(__AVX512F__)
+        const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(t)), hi = _mm512_srli_epi32(u, 16);
+        const __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                             _mm512_and_si512(hi, _mm512_set1_epi32(1))), 16);
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+            _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+        const __m512i q = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+        _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(q));
+#elif defined(__AVX2__)
+        const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(t)), hi = _mm256_srli_epi32(u, 16);
+        const __m256i r = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+                             _mm256_and_si256(hi, _mm256_set1_epi32(1))), 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                               _mm256_set1_epi32(0x7f800000));
+        const __m256i q = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+        _mm_storeu_si128((__m128i *)p, _mm_packus_epi32(_mm256_castsi256_si128(q),
+                                                        _mm256_extracti128_si256(q, 1)));
+#else
+        for (int j = 0; j < WB_HLANES; j++) p[j] = wb_f32_to_bf16(t[j]);
+#endif
+        return;
+    }
+#if defined(__AVX512F__)
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(_mm512_loadu_ps(t), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__F16C__)
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(_mm256_loadu_ps(t), _MM_FROUND_TO_NEAREST_INT));
+#else
+    for (int j = 0; j < WB_HLANES; j++) p[j] = wb_f32_to_f16(t[j]);
+#endif
+}
+
 #endif /* WB_CONVERT_H */

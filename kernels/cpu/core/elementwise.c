@@ -1,7 +1,8 @@
 /* Elementwise kernels: unary (with the parametric affine/clamp/powf/elu), binary, comparisons
  * and where, on strided/broadcast layouts, in f32, f64, f16 and bf16. f16/bf16 are computed in
- * f32 and rounded once on store; f64 in f64 (libm). Ops are named; Python maps the names
- * (unary_ops() & co.) to the codes the calls take. */
+ * f32 and rounded once on store, one vector at a time (widen, compute, round without leaving
+ * the registers); f64 in f64 (libm). Ops are named; Python maps the names (unary_ops() & co.)
+ * to the codes the calls take. */
 #include "convert.h" /* Python.h first: it sets feature macros math.h reads */
 #include "iter.h"
 #include "vmath.h"
@@ -18,21 +19,58 @@ typedef void (*wb_unary_f32)(const float *restrict x, float *restrict o, Py_ssiz
                              float p1);
 typedef void (*wb_unary_f64)(const double *restrict x, double *restrict o, Py_ssize_t n,
                              double p0, double p1);
+/* x: n elements of half dtype dt (f16 or bf16) at stride sx; o: contiguous, of dtype dt */
+typedef void (*wb_unary_half)(int dt, const uint16_t *x, Py_ssize_t sx, uint16_t *restrict o,
+                              Py_ssize_t n, float p0, float p1);
 typedef struct {
     const char *name;
     wb_unary_f32 f32;
     wb_unary_f64 f64;
+    wb_unary_half half;
     Py_ssize_t min_parallel;
 } wb_unary_op;
 
+#define WB_INLINE static inline __attribute__((always_inline))
+/* Before a loop over the WB_HLANES lanes: not unrolled, so that the loop vectoriser (which
+ * if-converts the selects of vmath.h) turns it into one vector iteration. */
+#define WB_LANES_LOOP _Pragma("GCC unroll 1")
+
+/* The fused half-precision loop of one unary op ``f`` (inlined: gcc vectorises f over the
+ * WB_HLANES lanes). The tail goes through a zero-padded copy, so every element takes the same
+ * conversions. */
+WB_INLINE void half_unary(float (*f)(float, float, float), int dt, const uint16_t *x,
+                          Py_ssize_t sx, uint16_t *restrict o, Py_ssize_t n, float p0, float p1) {
+    float t[WB_HLANES];
+    Py_ssize_t i = 0;
+    for (; i + WB_HLANES <= n; i += WB_HLANES) {
+        wb_half_lanes_load(dt, x + i * sx, sx, t);
+        WB_LANES_LOOP
+        for (int j = 0; j < WB_HLANES; j++) t[j] = f(t[j], p0, p1);
+        wb_half_lanes_store(dt, o + i, t);
+    }
+    if (i == n) return;
+    uint16_t xt[WB_HLANES] = {0}, ot[WB_HLANES];
+    for (Py_ssize_t j = 0; j < n - i; j++) xt[j] = x[(i + j) * sx];
+    wb_half_lanes_load(dt, xt, 1, t);
+    WB_LANES_LOOP
+    for (int j = 0; j < WB_HLANES; j++) t[j] = f(t[j], p0, p1);
+    wb_half_lanes_store(dt, ot, t);
+    memcpy(o + i, ot, sizeof(uint16_t) * (size_t)(n - i));
+}
+
 #define WB_UNARY(name, expr32, expr64)                                                         \
+    static inline float u_##name##_1(float x, float p0, float p1) {                           \
+        (void)p0, (void)p1;                                                                   \
+        return (expr32);                                                                      \
+    }                                                                                         \
     static void u_##name##_f32(const float *restrict xs, float *restrict o, Py_ssize_t n,       \
                                float p0, float p1) {                                          \
-        (void)p0, (void)p1;                                                                   \
-        for (Py_ssize_t i = 0; i < n; i++) {                                                  \
-            const float x = xs[i];                                                            \
-            o[i] = (expr32);                                                                  \
-        }                                                                                     \
+        for (Py_ssize_t i = 0; i < n; i++) o[i] = u_##name##_1(xs[i], p0, p1);                \
+    }                                                                                         \
+    static void u_##name##_half(int dt, const uint16_t *x, Py_ssize_t sx, uint16_t *restrict o, \
+                                Py_ssize_t n, float p0, float p1) {                           \
+        if (dt == WB_BF16) half_unary(u_##name##_1, WB_BF16, x, sx, o, n, p0, p1);            \
+        else half_unary(u_##name##_1, WB_F16, x, sx, o, n, p0, p1);                           \
     }                                                                                         \
     static void u_##name##_f64(const double *restrict xs, double *restrict o, Py_ssize_t n,     \
                                double p0, double p1) {                                        \
@@ -91,7 +129,7 @@ WB_UNARY(clamp, clamp32(x, p0, p1), clamp64(x, p0, p1))
 WB_UNARY(powf, p0 == 2.0f ? x * x : powf(x, p0), p0 == 2.0 ? x * x : pow(x, p0))
 WB_UNARY(elu, x > 0.0f ? x : p0 * expm1f(x), x > 0.0 ? x : p0 * expm1(x))
 
-#define WB_U(name, cost) {#name, u_##name##_f32, u_##name##_f64, cost}
+#define WB_U(name, cost) {#name, u_##name##_f32, u_##name##_f64, u_##name##_half, cost}
 static const wb_unary_op unary_ops[] = {
     WB_U(exp, WB_PAR_COSTLY), WB_U(log, WB_PAR_COSTLY), WB_U(tanh, WB_PAR_COSTLY),
     WB_U(sigmoid, WB_PAR_COSTLY), WB_U(silu, WB_PAR_COSTLY), WB_U(gelu, WB_PAR_COSTLY),
@@ -108,18 +146,46 @@ typedef void (*wb_binary_f32)(const float *restrict a, const float *restrict b,
                               float *restrict o, Py_ssize_t n);
 typedef void (*wb_binary_f64)(const double *restrict a, const double *restrict b,
                               double *restrict o, Py_ssize_t n);
+typedef void (*wb_binary_half)(int dt, const uint16_t *a, Py_ssize_t sa, const uint16_t *b,
+                               Py_ssize_t sb, uint16_t *restrict o, Py_ssize_t n);
 typedef void (*wb_cmp_f32)(const float *restrict a, const float *restrict b,
                            uint8_t *restrict o, Py_ssize_t n);
 typedef void (*wb_cmp_f64)(const double *restrict a, const double *restrict b,
                            uint8_t *restrict o, Py_ssize_t n);
 
+/* The fused half-precision loop of one binary op ``f``, as half_unary (stride 0 broadcasts). */
+WB_INLINE void half_binary(float (*f)(float, float), int dt, const uint16_t *a, Py_ssize_t sa,
+                           const uint16_t *b, Py_ssize_t sb, uint16_t *restrict o, Py_ssize_t n) {
+    float ta[WB_HLANES], tb[WB_HLANES];
+    Py_ssize_t i = 0;
+    for (; i + WB_HLANES <= n; i += WB_HLANES) {
+        wb_half_lanes_load(dt, a + i * sa, sa, ta);
+        wb_half_lanes_load(dt, b + i * sb, sb, tb);
+        WB_LANES_LOOP
+        for (int j = 0; j < WB_HLANES; j++) ta[j] = f(ta[j], tb[j]);
+        wb_half_lanes_store(dt, o + i, ta);
+    }
+    if (i == n) return;
+    uint16_t at[WB_HLANES] = {0}, bt[WB_HLANES] = {0}, ot[WB_HLANES];
+    for (Py_ssize_t j = 0; j < n - i; j++) at[j] = a[(i + j) * sa], bt[j] = b[(i + j) * sb];
+    wb_half_lanes_load(dt, at, 1, ta);
+    wb_half_lanes_load(dt, bt, 1, tb);
+    WB_LANES_LOOP
+    for (int j = 0; j < WB_HLANES; j++) ta[j] = f(ta[j], tb[j]);
+    wb_half_lanes_store(dt, ot, ta);
+    memcpy(o + i, ot, sizeof(uint16_t) * (size_t)(n - i));
+}
+
 #define WB_BINARY(name, expr)                                                                  \
+    static inline float b_##name##_1(float a, float b) { return (expr); }                     \
     static void b_##name##_f32(const float *restrict as, const float *restrict bs,             \
                                float *restrict o, Py_ssize_t n) {                             \
-        for (Py_ssize_t i = 0; i < n; i++) {                                                  \
-            const float a = as[i], b = bs[i];                                                 \
-            o[i] = (expr);                                                                    \
-        }                                                                                     \
+        for (Py_ssize_t i = 0; i < n; i++) o[i] = b_##name##_1(as[i], bs[i]);                 \
+    }                                                                                         \
+    static void b_##name##_half(int dt, const uint16_t *a, Py_ssize_t sa, const uint16_t *b,   \
+                                Py_ssize_t sb, uint16_t *restrict o, Py_ssize_t n) {          \
+        if (dt == WB_BF16) half_binary(b_##name##_1, WB_BF16, a, sa, b, sb, o, n);            \
+        else half_binary(b_##name##_1, WB_F16, a, sa, b, sb, o, n);                           \
     }                                                                                         \
     static void b_##name##_f64(const double *restrict as, const double *restrict bs,           \
                                double *restrict o, Py_ssize_t n) {                            \
@@ -163,6 +229,7 @@ typedef struct {
     const char *name;
     wb_binary_f32 f32;
     wb_binary_f64 f64;
+    wb_binary_half half;
 } wb_binary_op;
 typedef struct {
     const char *name;
@@ -170,7 +237,7 @@ typedef struct {
     wb_cmp_f64 f64;
 } wb_cmp_op;
 
-#define WB_B(name) {#name, b_##name##_f32, b_##name##_f64}
+#define WB_B(name) {#name, b_##name##_f32, b_##name##_f64, b_##name##_half}
 static const wb_binary_op binary_ops[] = {
     WB_B(add), WB_B(sub), WB_B(mul), WB_B(div), WB_B(maximum), WB_B(minimum),
 };
@@ -199,14 +266,15 @@ static void unary_chunk(const void *c, const Py_ssize_t *off, const Py_ssize_t *
                 ctx->p0, ctx->p1);
         return;
     }
-    float bx[WB_CHUNK], bo[WB_CHUNK];
-    const float *x = wb_load_f32(ctx->dtype[0], ctx->in[0], off[0], st[0], n, bx);
-    if (ctx->out_dtype == WB_F32) {
-        op->f32(x, (float *)ctx->out + o, n, (float)ctx->p0, (float)ctx->p1);
-    } else {
-        op->f32(x, bo, n, (float)ctx->p0, (float)ctx->p1);
-        wb_store_f32(ctx->out_dtype, ctx->out, o, bo, n);
+    const float p0 = (float)ctx->p0, p1 = (float)ctx->p1;
+    if (ctx->dtype[0] != WB_F32) {
+        op->half(ctx->dtype[0], (const uint16_t *)ctx->in[0] + off[0], st[0],
+                 (uint16_t *)ctx->out + o, n, p0, p1);
+        return;
     }
+    float bx[WB_CHUNK];
+    op->f32(wb_load_f32(WB_F32, ctx->in[0], off[0], st[0], n, bx), (float *)ctx->out + o, n, p0,
+            p1);
 }
 
 static void binary_chunk(const void *c, const Py_ssize_t *off, const Py_ssize_t *st,
@@ -219,15 +287,14 @@ static void binary_chunk(const void *c, const Py_ssize_t *off, const Py_ssize_t 
                 wb_load_f64(ctx->in[1], off[1], st[1], n, bb), (double *)ctx->out + o, n);
         return;
     }
-    float ba[WB_CHUNK], bb[WB_CHUNK], bo[WB_CHUNK];
-    const float *a = wb_load_f32(ctx->dtype[0], ctx->in[0], off[0], st[0], n, ba);
-    const float *b = wb_load_f32(ctx->dtype[1], ctx->in[1], off[1], st[1], n, bb);
-    if (ctx->out_dtype == WB_F32) {
-        op->f32(a, b, (float *)ctx->out + o, n);
-    } else {
-        op->f32(a, b, bo, n);
-        wb_store_f32(ctx->out_dtype, ctx->out, o, bo, n);
+    if (ctx->dtype[0] != WB_F32) {
+        op->half(ctx->dtype[0], (const uint16_t *)ctx->in[0] + off[0], st[0],
+                 (const uint16_t *)ctx->in[1] + off[1], st[1], (uint16_t *)ctx->out + o, n);
+        return;
     }
+    float ba[WB_CHUNK], bb[WB_CHUNK];
+    op->f32(wb_load_f32(WB_F32, ctx->in[0], off[0], st[0], n, ba),
+            wb_load_f32(WB_F32, ctx->in[1], off[1], st[1], n, bb), (float *)ctx->out + o, n);
 }
 
 static void cmp_chunk(const void *c, const Py_ssize_t *off, const Py_ssize_t *st, Py_ssize_t o,
