@@ -3,6 +3,8 @@
  * iquants.py). Plain loops over fixed sizes, which the compiler vectorises per variant. */
 #include "unpack.h"
 
+#include <stdlib.h>
+
 static const wb_qtype TYPES[] = {
     /* id, name, block, bytes, B, has_sc, mins */
     {WB_Q4_0, "Q4_0", 32, 18, 32, 0, WB_MINS_NONE},
@@ -267,4 +269,17 @@ void wb_decode_row(const wb_qtype *t, const uint8_t *raw, int64_t k, wb_wrow *w)
             break;
         }
     }
+}
+
+void *wb_alloc_row(const wb_qtype *t, int64_t k, wb_wrow *w) {
+    int64_t nb = k / t->scale_block, ns = k / 16;
+    size_t size = (size_t)(k + 16 * ns + 2 * ns + 8 * nb) + 64;
+    char *p = calloc(1, size); /* zeroed: SIMD tails past k read zeros, never stale heap */
+    if (!p) return NULL;
+    w->d = (float *)p;
+    w->dm = t->mins ? (float *)(p + 4 * nb) : NULL;
+    w->sc8 = t->has_sc ? (int16_t *)(p + 8 * nb) : NULL;
+    w->mn = t->mins == WB_MINS_SUB ? (int16_t *)(p + 8 * nb + 16 * ns) : NULL;
+    w->q = (int8_t *)(p + 8 * nb + 18 * ns);
+    return p;
 }

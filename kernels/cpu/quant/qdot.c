@@ -5,7 +5,7 @@
  *
  * The inner sums are exact int32 (|q| <= 128, |qa| <= 127, |sc| <= 128: at most 2^29 per
  * 256-element block); each block's sum meets its float scales once. Loading the weight
- * chunk once for several activation rows is the batch > 1 micro-kernel.
+ * chunk once for several activation rows is the batch > 1 micro-kernel where qgemm.c has none.
  *
  * x86 (AVX2 32 values a step, AVX-512 64): |q| (u8) times qa with q's sign (s8) by
  * maddubs into int16 pairs (at most 2*128*127 < 2^15: never saturates), then madd with the

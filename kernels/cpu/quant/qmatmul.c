@@ -7,8 +7,10 @@
  * qmatmul quantizes x once (Q8_1 for Q4_1/Q5_1, Q8_K for 256-element types, else Q8_0),
  * then threads over weight rows. Up to WB_QDOT_ROWS activation rows, a weight row's blocks
  * are unpacked in registers and meet all of them at once (qdot_raw.c, where the ISA and type
- * have it); otherwise each thread decodes a row into its scratch (quant.h) and takes its dot
- * products with WB_QDOT_ROWS activation rows at a time. */
+ * have it). More rows go to the panel micro-kernel (qgemm.c: 16 decoded weight rows times
+ * tiles of 8 activation rows, AVX-512 VNNI); where the ISA has none, each thread decodes a
+ * row into its scratch (quant.h) and takes its dot products with WB_QDOT_ROWS activation rows
+ * at a time. */
 #include "quant.h"
 
 #include <stdlib.h>
@@ -71,20 +73,6 @@ static int check_k(const wb_qtype *t, int64_t k, const char *op) {
 static int get_i64(PyObject *obj, int64_t *v) {
     *v = PyLong_AsLongLong(obj);
     return (*v == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-/* A thread's weight-row scratch, in one allocation. */
-static void *alloc_row(const wb_qtype *t, int64_t k, wb_wrow *w) {
-    int64_t nb = k / t->scale_block, ns = k / 16;
-    size_t size = (size_t)(k + 16 * ns + 2 * ns + 8 * nb) + 64;
-    char *p = calloc(1, size); /* zeroed: SIMD tails past k read zeros, never stale heap */
-    if (!p) return NULL;
-    w->d = (float *)p;
-    w->dm = t->mins ? (float *)(p + 4 * nb) : NULL;
-    w->sc8 = t->has_sc ? (int16_t *)(p + 8 * nb) : NULL;
-    w->mn = t->mins == WB_MINS_SUB ? (int16_t *)(p + 8 * nb + 16 * ns) : NULL;
-    w->q = (int8_t *)(p + 8 * nb + 18 * ns);
-    return p;
 }
 
 /* Quantized activations of m rows, in one allocation (base). */
@@ -201,11 +189,18 @@ static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t
         free_acts(&acts);
         return 0;
     }
-    int failed = 0;
+    int failed = m > WB_QDOT_ROWS ? wb_qgemm(t, raw, n, k, m, acts.q, acts.d, acts.s, acts.bsum,
+                                             out, threads)
+                                  : 1;
+    if (failed != 1) {
+        free_acts(&acts);
+        return failed;
+    }
+    failed = 0;
 #pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
     {
         wb_wrow w;
-        void *scratch = alloc_row(t, k, &w);
+        void *scratch = wb_alloc_row(t, k, &w);
         if (!scratch) failed = 1;
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < n; i++) {
@@ -319,7 +314,7 @@ static PyObject *dequantize(PyObject *self, PyObject *const *args, Py_ssize_t na
 #pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
     {
         wb_wrow w;
-        void *scratch = alloc_row(t, k, &w);
+        void *scratch = wb_alloc_row(t, k, &w);
         if (!scratch) failed = 1;
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < rows; i++) {

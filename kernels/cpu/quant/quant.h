@@ -62,6 +62,8 @@ typedef struct {
 
 const wb_qtype *wb_qtype_find(int type_id);
 void wb_decode_row(const wb_qtype *t, const uint8_t *raw, int64_t k, wb_wrow *w);
+/* A row's scratch for wb_decode_row, in one zeroed allocation (the pointer to free). */
+void *wb_alloc_row(const wb_qtype *t, int64_t k, wb_wrow *w);
 /* Quantize one f32 row of k values as ggml does: to Q8_0 (s == NULL) or Q8_1 (blocks of 32),
  * or to Q8_K (blocks of 256). */
 void wb_quantize_q8_32(const float *x, int64_t k, int8_t *q, float *d, float *s, int16_t *bsum);
@@ -82,5 +84,12 @@ void wb_qdot_rows(const wb_qtype *t, const wb_wrow *w, const wb_arow *a, int nro
 typedef void (*wb_qdot_raw_fn)(const uint8_t *raw, const wb_arow *a, int nrows, int64_t k,
                                float *out);
 wb_qdot_raw_fn wb_qdot_raw_find(const wb_qtype *t);
+
+/* Many activation rows at once (qgemm.c): m rows of quantized activations (q, d, s, bsum as
+ * in wb_arow, row after row) times the n weight rows in raw blocks, out (m, n). Returns 0,
+ * -1 when out of memory, or 1 where this ISA has no such kernel (nothing done). */
+int wb_qgemm(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, int64_t m,
+             const int8_t *q, const float *d, const float *s, const int16_t *bsum, float *out,
+             int threads);
 
 #endif /* WB_QUANT_H */

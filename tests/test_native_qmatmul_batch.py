@@ -1,0 +1,88 @@
+"""The many-row path of the native quantized product (kernels/cpu/quant/qgemm.c on AVX-512
+VNNI: panels of 16 weight rows times tiles of 8 activation rows) for every block type.
+
+Activations Q8 represents exactly (integers with 127 in each block: d = 1, q = x) make the
+result the float64 product with gguf-py's decoded weight up to f32 rounding, at every batch
+(1..3 the raw small-batch kernels, 7, 64, 65 the tiles with and without a partial last tile),
+with odd block counts and weight row counts that leave a partial panel. Each row of a batch
+must also match that row alone (the batch-1 kernel) to f32 rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from quantized.quantized_helpers import (
+    NATIVE_TYPES,
+    native_variants,
+    random_blocks,
+    reference_weights,
+)
+
+from workbench.backends.cpu import ggml
+
+VARIANTS = native_variants()
+pytestmark = pytest.mark.skipif(not VARIANTS, reason="the native extension is not built")
+
+
+@pytest.fixture(params=VARIANTS, ids=lambda mod: mod.variant())
+def native(request):
+    return request.param
+
+
+def _case(name: str, n: int, k: int, batch: int, seed: int):
+    """Raw blocks of a random (n, k) weight, exact activations, the float64 product and the
+    scale of its rounding (sum of |x| |w|)."""
+    rng = np.random.default_rng(seed)
+    raw = random_blocks(name, n * k // ggml.BY_NAME[name].block_size, rng)
+    w = reference_weights(raw, name, (n, k)).astype(np.float64)
+    x = rng.integers(-127, 128, (batch, k)).astype(np.float32)
+    x[:, ::32] = 127
+    return raw, x, x @ w.T, np.abs(x) @ np.abs(w.T)
+
+
+def _run(native, raw, name: str, n: int, k: int, x: np.ndarray) -> np.ndarray:
+    out = np.full((x.shape[0], n), np.nan, np.float32)
+    native.qmatmul(raw, ggml.BY_NAME[name].id, n, k, x, out)
+    return out
+
+
+def _assert_close(got: np.ndarray, ref: np.ndarray, scale: np.ndarray) -> None:
+    err = np.abs(got - ref)
+    bad = err > 1e-6 * scale + 1e-6
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs off: worst {err.max():.3g}"
+
+
+def _shape(name: str, blocks: int) -> int:
+    return ggml.BY_NAME[name].block_size * blocks
+
+
+@pytest.mark.parametrize("name", NATIVE_TYPES)
+@pytest.mark.parametrize("batch", [1, 2, 3, 7, 64, 65])
+def test_matches_float64_product(native, name, batch):
+    n, k = 37, _shape(name, 3 if ggml.BY_NAME[name].block_size == 256 else 7)
+    raw, x, ref, scale = _case(name, n, k, batch, seed=batch)
+    _assert_close(_run(native, raw, name, n, k, x), ref, scale)
+
+
+@pytest.mark.parametrize("name", NATIVE_TYPES)
+def test_rows_match_batch_one(native, name):
+    n, k, batch = 21, _shape(name, 2 if ggml.BY_NAME[name].block_size == 256 else 5), 13
+    rng = np.random.default_rng(5)
+    raw = random_blocks(name, n * k // ggml.BY_NAME[name].block_size, rng)
+    x = rng.standard_normal((batch, k)).astype(np.float32)
+    got = _run(native, raw, name, n, k, x)
+    alone = np.concatenate([_run(native, raw, name, n, k, x[r : r + 1]) for r in range(batch)])
+    w = reference_weights(raw, name, (n, k)).astype(np.float64)
+    scale = np.abs(x.astype(np.float64)) @ np.abs(w.T)
+    _assert_close(got, alone, scale)
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_K"])
+def test_nan_activation_block_gives_nan(native, name):
+    n, k = 18, _shape(name, 2 if ggml.BY_NAME[name].block_size == 256 else 4)
+    raw, x, _, _ = _case(name, n, k, 9, seed=3)
+    x[4, 40] = np.nan
+    got = _run(native, raw, name, n, k, x)
+    assert np.isnan(got[4]).all()
+    assert np.isfinite(np.delete(got, 4, axis=0)).all()
