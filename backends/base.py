@@ -392,6 +392,32 @@ class FusedStorage(Protocol):
         """From x (N, C, S) (self), dL/dy and the forward's mean, rstd: (dL/dx, None unless
         ``input_grad``; dL/dweight (C,); dL/dbias (C,)), the last two in the compute type."""
 
+    def relu_backward(
+        self, layout: LayoutLike, grad: CoreStorage, grad_layout: LayoutLike
+    ) -> CoreStorage | None:
+        """dL/dx of relu from x (self) and dL/dy of x's shape: 0 where x <= 0, else dL/dy
+        (NaN in x passes dL/dy, as torch); None where the device's kernel does not take these
+        operands (the op layer then composes the gradient)."""
+
+    def adam_step(
+        self,
+        layout: LayoutLike,
+        grad: CoreStorage,
+        grad_layout: LayoutLike,
+        state: Sequence[tuple[CoreStorage, LayoutLike]],
+        lr: float,
+        betas: tuple[float, float],
+        eps: float,
+        weight_decay: float,
+        decoupled: bool,
+        maximize: bool,
+        step: int,
+    ) -> bool:
+        """One Adam/AdamW step (``step`` t >= 1) of the parameter (self) in place, and of its
+        ``state`` (exp_avg, exp_avg_sq[, max_exp_avg_sq for amsgrad]) with torch.optim.Adam's
+        arithmetic; False, with nothing written, where the device's kernel does not take these
+        operands (the optimizer then runs its generic rule)."""
+
     def rope(
         self,
         layout: LayoutLike,

@@ -17,9 +17,11 @@ from .indexing import IndexingOps
 from .matmul import MatmulOps
 from .memory import COUNTERS as _COUNTERS
 from .native import NATIVE
+from .optim import OptimOps
 from .pool import PoolOps
 from .quantized import QuantizedOps
 from .reduce import ReduceOps
+from .relu_grad import ReluGradOps
 
 # kernels/cpu/core/cast.c (None on the numpy path, or in an extension built before it existed)
 _NATIVE_CAST = getattr(NATIVE, "cast", None)
@@ -48,6 +50,8 @@ class CpuStorage(
     IndexingOps,
     FusedOps,
     BatchNormOps,
+    ReluGradOps,
+    OptimOps,
     QuantizedOps,
     BackendStorage,
 ):

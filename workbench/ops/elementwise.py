@@ -10,6 +10,7 @@ import numpy as np
 from .. import dtype as dt
 from .._oprecord import HOOK, hot_op, op
 from ..autograd import GRAD_ENABLED, record
+from ..backends.base import supports
 from ..dtype import DType
 from ..errors import DivisionByZero, DTypeError, DTypeNotImplemented
 from ..layout import Layout
@@ -134,9 +135,19 @@ def erf(x: Tensor) -> Tensor:
     return _unary("erf", x, lambda g, x, out: g * exp(-(x * x)) * (2.0 / math.sqrt(math.pi)))
 
 
+def _relu_grad(g: Tensor, x: Tensor, out: Tensor) -> Tensor:
+    """0 where x <= 0, else g (torch's threshold_backward: NaN in x passes g through), in one
+    backend pass where the device has one that takes these operands."""
+    if g.dtype is x.dtype and supports(x._storage, "relu_backward"):
+        gx = x._storage.relu_backward(x._layout, g._storage, g._layout)
+        if gx is not None:
+            return new(gx, x.shape, x.dtype, x.device)
+    return where(x <= 0, 0.0, g)
+
+
 @op
 def relu(x: Tensor) -> Tensor:
-    return _unary("relu", x, lambda g, x, out: g * (x > 0).to_dtype(g.dtype), float_only=False)
+    return _unary("relu", x, _relu_grad, float_only=False)
 
 
 @op

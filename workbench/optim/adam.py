@@ -46,6 +46,8 @@ class Adam(Optimizer):
         )
 
     def _update(self, k, p, g, state, group) -> None:
+        if k.fused(p, "adam_step") and self._fused_update(p, g, state, group):
+            return
         P, G = k.view(p), k.view(g)
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd = group["weight_decay"]
@@ -72,6 +74,25 @@ class Adam(Optimizer):
         k.div_scalar_(denom, bias_correction2_sqrt)
         k.add_scalar_(denom, eps)
         k.addcdiv_(P, m, denom, -step_size)
+
+    def _fused_update(self, p, g, state, group) -> bool:
+        """The whole step as one ``adam_step`` pass of the parameter's storage (False where
+        its kernel does not take these operands: nothing was written)."""
+        names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+        buffers = [self._state_tensor(state, name, p) for name in names]
+        return p._storage.adam_step(
+            p._layout,
+            g._storage,
+            g._layout,
+            [(b._storage, b._layout) for b in buffers],
+            group["lr"],
+            group["betas"],
+            group["eps"],
+            group["weight_decay"],
+            group["decoupled_weight_decay"],
+            group["maximize"],
+            state["step"],
+        )
 
 
 class AdamW(Adam):

@@ -8,6 +8,8 @@
 Each optimizer writes its update rule once against a small kernel interface (``_Kernels``):
 on the CPU the rule runs on numpy views of the parameter and state buffers with ``out=``
 writes (no graph, few temporaries); on other devices it runs the same rule with tensor ops.
+On the CPU a rule may also run whole as one optional storage method (Adam's ``adam_step``: a
+native pass per parameter) where the storage's kernel takes the operands.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..autograd import GradStore, enable_grad, no_grad
+from ..backends.base import supports
 from ..errors import WorkbenchError
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
@@ -141,12 +144,17 @@ class Optimizer:
         raise NotImplementedError
 
     @staticmethod
-    def _buffer(k: _Kernels, state: dict, name: str, p: Tensor) -> Any:
-        """The state buffer ``name`` (zeros like ``p`` the first time), as a kernel array."""
+    def _state_tensor(state: dict, name: str, p: Tensor) -> Tensor:
+        """The state buffer ``name`` (zeros like ``p`` the first time)."""
         t = state.get(name)
         if t is None:
             t = state[name] = zeros_like(p)
-        return k.view(t)
+        return t
+
+    @classmethod
+    def _buffer(cls, k: _Kernels, state: dict, name: str, p: Tensor) -> Any:
+        """The state buffer ``name`` (zeros like ``p`` the first time), as a kernel array."""
+        return k.view(cls._state_tensor(state, name, p))
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -205,6 +213,10 @@ class _Kernels:
     def view(self, t: Tensor): ...
     def touch(self, p: Tensor) -> None: ...
 
+    def fused(self, p: Tensor, method: str) -> bool:
+        """Whether a rule may run whole as the parameter storage's optional ``method``."""
+        return False
+
 
 class _NumpyKernels(_Kernels):
     """CPU: numpy views of the tensors' memory, written with ``out=``."""
@@ -214,6 +226,10 @@ class _NumpyKernels(_Kernels):
 
     def touch(self, p: Tensor) -> None:
         p._storage.version += 1  # like any in-place write: stale graphs must not reuse p
+
+    def fused(self, p: Tensor, method: str) -> bool:
+        # (the tensor-op kernels never are: tests select them to check the rules themselves)
+        return supports(p._storage, method)
 
     @staticmethod
     def scale_(a, s):

@@ -1,5 +1,6 @@
 /* The core kernel family's functions (threads, elementwise, reductions, fused row ops,
- * batch norm, attention): each file exports a NULL-terminated PyMethodDef table, added here. */
+ * batch norm, attention, relu's backward, optimizer steps): each file exports a
+ * NULL-terminated PyMethodDef table, added here. */
 #include "wb_native.h"
 
 #include "nd.h"
@@ -12,6 +13,7 @@ extern PyMethodDef wb_reduce_methods[], wb_cast_methods[];
 extern PyMethodDef wb_llm_attention_methods[], wb_llm_rows_methods[];
 extern PyMethodDef wb_pool_methods[];
 extern PyMethodDef wb_batchnorm_methods[];
+extern PyMethodDef wb_relu_backward_methods[], wb_optim_methods[];
 
 int wb_register_core(PyObject *module) {
     if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
@@ -30,6 +32,9 @@ int wb_register_core(PyObject *module) {
         return -1;
     if (PyModule_AddFunctions(module, wb_pool_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_batchnorm_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_relu_backward_methods) < 0 ||
+        PyModule_AddFunctions(module, wb_optim_methods) < 0)
+        return -1;
     if (PyModule_AddFunctions(module, wb_llm_attention_methods) < 0 ||
         PyModule_AddFunctions(module, wb_llm_rows_methods) < 0)
         return -1;
