@@ -1,4 +1,5 @@
-"""Shared test data for the quantized tests: random raw blocks with valid scale fields."""
+"""Shared test data for the quantized tests: random raw blocks with valid scale fields, and
+exact cases for the native products."""
 
 from __future__ import annotations
 
@@ -113,3 +114,30 @@ def assert_qmatmul_close(
         assert np.all(np.abs(got - ref) <= bound.reshape(got.shape) + 1e-5 * np.abs(ref))
     else:
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+
+
+def exact_case(name: str, n: int, k: int, batch: int, seed: int):
+    """Raw blocks of a random (n, k) weight, activations Q8 represents exactly (integers with
+    127 in each block: d = 1, q = x), the float64 product with gguf-py's decoded weight and
+    the scale of its rounding (sum of |x| |w|)."""
+    rng = np.random.default_rng(seed)
+    raw = random_blocks(name, n * k // ggml.BY_NAME[name].block_size, rng)
+    w = reference_weights(raw, name, (n, k)).astype(np.float64)
+    x = rng.integers(-127, 128, (batch, k)).astype(np.float32)
+    x[:, ::32] = 127
+    return raw, x, x @ w.T, np.abs(x) @ np.abs(w.T)
+
+
+def native_qmatmul(native, raw, name: str, n: int, k: int, x: np.ndarray) -> np.ndarray:
+    """x (batch, k) @ W.T through ``native.qmatmul`` (a NaN-filled output, so unwritten
+    entries show)."""
+    out = np.full((x.shape[0], n), np.nan, np.float32)
+    native.qmatmul(raw, ggml.BY_NAME[name].id, n, k, x, out)
+    return out
+
+
+def assert_exact(got: np.ndarray, ref: np.ndarray, scale: np.ndarray) -> None:
+    """``got`` is ``ref`` up to f32 rounding of a sum of |x| |w| ``scale``."""
+    err = np.abs(got - ref)
+    bad = err > 1e-6 * scale + 1e-6
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs off: worst {err.max():.3g}"

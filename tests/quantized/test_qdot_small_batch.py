@@ -19,7 +19,13 @@ import gguf
 import numpy as np
 import pytest
 from gguf import quants
-from quantized_helpers import NATIVE_TYPES, native_variants, random_blocks, reference_weights
+from quantized_helpers import (
+    NATIVE_TYPES,
+    assert_exact,
+    exact_case,
+    native_qmatmul,
+    native_variants,
+)
 
 from workbench.backends.cpu import ggml
 
@@ -34,39 +40,13 @@ def native(request):
     return request.param
 
 
-def _exact_case(name: str, n: int, k: int, batch: int, seed: int):
-    """Raw blocks of a random (n, k) weight, exact activations, the float64 product and the
-    scale of its rounding (sum of |x| |w|)."""
-    rng = np.random.default_rng(seed)
-    raw = random_blocks(name, n * k // ggml.BY_NAME[name].block_size, rng)
-    w = reference_weights(raw, name, (n, k)).astype(np.float64)
-    x = rng.integers(-127, 128, (batch, k)).astype(np.float32)
-    x[:, ::32] = 127
-    return raw, x, x @ w.T, np.abs(x) @ np.abs(w.T)
-
-
-def _run(native, raw, name, n, k, x):
-    out = np.full((x.shape[0], n), np.nan, np.float32)
-    native.qmatmul(raw, ggml.BY_NAME[name].id, n, k, x, out)
-    return out
-
-
-def _assert_exact(got, ref, scale):
-    err = np.abs(got - ref)
-    bad = err > 1e-6 * scale + 1e-6
-    assert not bad.any(), (
-        f"{bad.sum()} of {bad.size} outputs off: worst {err.max():.3g} "
-        f"(allowed {float((1e-6 * scale + 1e-6)[np.unravel_index(err.argmax(), err.shape)]):.3g})"
-    )
-
-
 @pytest.mark.parametrize("name", LEGACY)
 @pytest.mark.parametrize("blocks", [1, 2, 3, 4, 5, 6, 7, 9])
 @pytest.mark.parametrize("batch", [1, 2, 3, 4, 5])
 def test_legacy_block_counts(native, name, blocks, batch):
     n, k = 7, 32 * blocks
-    raw, x, ref, scale = _exact_case(name, n, k, batch, seed=blocks * 10 + batch)
-    _assert_exact(_run(native, raw, name, n, k, x), ref, scale)
+    raw, x, ref, scale = exact_case(name, n, k, batch, seed=blocks * 10 + batch)
+    assert_exact(native_qmatmul(native, raw, name, n, k, x), ref, scale)
 
 
 @pytest.mark.parametrize("name", KQUANTS)
@@ -74,16 +54,16 @@ def test_legacy_block_counts(native, name, blocks, batch):
 @pytest.mark.parametrize("batch", [1, 2, 5])
 def test_kquant_block_counts(native, name, blocks, batch):
     n, k = 5, 256 * blocks
-    raw, x, ref, scale = _exact_case(name, n, k, batch, seed=blocks * 10 + batch)
-    _assert_exact(_run(native, raw, name, n, k, x), ref, scale)
+    raw, x, ref, scale = exact_case(name, n, k, batch, seed=blocks * 10 + batch)
+    assert_exact(native_qmatmul(native, raw, name, n, k, x), ref, scale)
 
 
 @pytest.mark.parametrize("name", ["Q4_0", "Q5_1", "Q8_0", "IQ4_NL", "Q4_K", "Q6_K"])
 @pytest.mark.parametrize("batch", [63, 64, 65])
 def test_batch_boundaries(native, name, batch):
     n, k = 11, 768
-    raw, x, ref, scale = _exact_case(name, n, k, batch, seed=batch)
-    _assert_exact(_run(native, raw, name, n, k, x), ref, scale)
+    raw, x, ref, scale = exact_case(name, n, k, batch, seed=batch)
+    assert_exact(native_qmatmul(native, raw, name, n, k, x), ref, scale)
 
 
 @pytest.mark.parametrize("name", ["Q4_0", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "Q4_K"])
@@ -94,7 +74,7 @@ def test_weight_ending_at_a_page_boundary(native, name, blocks):
     info = ggml.BY_NAME[name]
     k = info.block_size * blocks
     n = 3
-    raw, x, ref, scale = _exact_case(name, n, k, 1, seed=blocks)
+    raw, x, ref, scale = exact_case(name, n, k, 1, seed=blocks)
     page = mmap.PAGESIZE
     size = -(-raw.nbytes // page) * page
     region = mmap.mmap(-1, size + page)
@@ -106,7 +86,7 @@ def test_weight_ending_at_a_page_boundary(native, name, blocks):
     try:
         buf = np.frombuffer(region, np.uint8, count=raw.nbytes, offset=size - raw.nbytes)
         buf[:] = raw.reshape(-1)
-        _assert_exact(_run(native, buf, name, n, k, x), ref, scale)
+        assert_exact(native_qmatmul(native, buf, name, n, k, x), ref, scale)
         del buf
     finally:
         libc.mprotect(ctypes.c_void_p(base + size), page, 3)  # PROT_READ | PROT_WRITE

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from quantized.quantized_helpers import (
+from quantized_helpers import (
     NATIVE_TYPES,
+    assert_exact,
+    exact_case,
+    native_qmatmul,
     native_variants,
     random_blocks,
     reference_weights,
@@ -30,29 +33,6 @@ def native(request):
     return request.param
 
 
-def _case(name: str, n: int, k: int, batch: int, seed: int):
-    """Raw blocks of a random (n, k) weight, exact activations, the float64 product and the
-    scale of its rounding (sum of |x| |w|)."""
-    rng = np.random.default_rng(seed)
-    raw = random_blocks(name, n * k // ggml.BY_NAME[name].block_size, rng)
-    w = reference_weights(raw, name, (n, k)).astype(np.float64)
-    x = rng.integers(-127, 128, (batch, k)).astype(np.float32)
-    x[:, ::32] = 127
-    return raw, x, x @ w.T, np.abs(x) @ np.abs(w.T)
-
-
-def _run(native, raw, name: str, n: int, k: int, x: np.ndarray) -> np.ndarray:
-    out = np.full((x.shape[0], n), np.nan, np.float32)
-    native.qmatmul(raw, ggml.BY_NAME[name].id, n, k, x, out)
-    return out
-
-
-def _assert_close(got: np.ndarray, ref: np.ndarray, scale: np.ndarray) -> None:
-    err = np.abs(got - ref)
-    bad = err > 1e-6 * scale + 1e-6
-    assert not bad.any(), f"{bad.sum()} of {bad.size} outputs off: worst {err.max():.3g}"
-
-
 def _shape(name: str, blocks: int) -> int:
     return ggml.BY_NAME[name].block_size * blocks
 
@@ -61,8 +41,8 @@ def _shape(name: str, blocks: int) -> int:
 @pytest.mark.parametrize("batch", [1, 2, 3, 7, 64, 65])
 def test_matches_float64_product(native, name, batch):
     n, k = 37, _shape(name, 3 if ggml.BY_NAME[name].block_size == 256 else 7)
-    raw, x, ref, scale = _case(name, n, k, batch, seed=batch)
-    _assert_close(_run(native, raw, name, n, k, x), ref, scale)
+    raw, x, ref, scale = exact_case(name, n, k, batch, seed=batch)
+    assert_exact(native_qmatmul(native, raw, name, n, k, x), ref, scale)
 
 
 @pytest.mark.parametrize("name", NATIVE_TYPES)
@@ -71,18 +51,20 @@ def test_rows_match_batch_one(native, name):
     rng = np.random.default_rng(5)
     raw = random_blocks(name, n * k // ggml.BY_NAME[name].block_size, rng)
     x = rng.standard_normal((batch, k)).astype(np.float32)
-    got = _run(native, raw, name, n, k, x)
-    alone = np.concatenate([_run(native, raw, name, n, k, x[r : r + 1]) for r in range(batch)])
+    got = native_qmatmul(native, raw, name, n, k, x)
+    alone = np.concatenate(
+        [native_qmatmul(native, raw, name, n, k, x[r : r + 1]) for r in range(batch)]
+    )
     w = reference_weights(raw, name, (n, k)).astype(np.float64)
     scale = np.abs(x.astype(np.float64)) @ np.abs(w.T)
-    _assert_close(got, alone, scale)
+    assert_exact(got, alone, scale)
 
 
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_K"])
 def test_nan_activation_block_gives_nan(native, name):
     n, k = 18, _shape(name, 2 if ggml.BY_NAME[name].block_size == 256 else 4)
-    raw, x, _, _ = _case(name, n, k, 9, seed=3)
+    raw, x, _, _ = exact_case(name, n, k, 9, seed=3)
     x[4, 40] = np.nan
-    got = _run(native, raw, name, n, k, x)
+    got = native_qmatmul(native, raw, name, n, k, x)
     assert np.isnan(got[4]).all()
     assert np.isfinite(np.delete(got, 4, axis=0)).all()
