@@ -154,10 +154,6 @@ static void mask_tiles(const wb_operand *mk, Py_ssize_t off, Py_ssize_t msl, Py_
 #include "attention_impl.h"
 
 /* ---- Python entry point ------------------------------------------------------------------ */
-static int is_float(int dt) {
-    return dt == WB_F32 || dt == WB_F64 || dt == WB_F16 || dt == WB_BF16;
-}
-
 static int check_dims(const wb_operand *x, int nb, const wb_operand *q, const char *what) {
     if (x->ndim != nb + 2) {
         PyErr_Format(PyExc_ValueError, "attention: %s has %d dims, expected %d", what, x->ndim,
@@ -202,7 +198,7 @@ static PyObject *py_attention(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (check_size(k.shape[nb + 1], E, "k's last dim (E)") < 0 ||
         check_size(v.shape[nb], S, "v's dim -2 (S)") < 0)
         return NULL;
-    if (!is_float(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype) {
+    if (!wb_is_float(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype) {
         PyErr_SetString(PyExc_TypeError, "attention: q, k and v must share one float dtype");
         return NULL;
     }

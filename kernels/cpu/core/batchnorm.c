@@ -148,7 +148,6 @@ static void backward_channels(const void *ctx, int t, Py_ssize_t c0, Py_ssize_t 
         }
 }
 
-static int is_f32ish(int dt) { return dt == WB_F32 || dt == WB_F16 || dt == WB_BF16; }
 
 /* x (N, C, S) of a float dtype the kernels take, with at least one element per channel. */
 static int parse_input(wb_operand *x, PyObject *const *args, const char *name) {
@@ -157,7 +156,7 @@ static int parse_input(wb_operand *x, PyObject *const *args, const char *name) {
         PyErr_Format(PyExc_ValueError, "%s: expected x (N, C, S)", name);
         return -1;
     }
-    if (!is_f32ish(x->dtype)) {
+    if (!wb_is_f32ish(x->dtype)) {
         PyErr_Format(PyExc_TypeError, "%s: unsupported dtype", name);
         return -1;
     }

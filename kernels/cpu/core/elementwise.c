@@ -9,10 +9,8 @@
 
 #include <math.h>
 
-/* Elements above which an op runs on several threads: memory-bound ops need more work per
- * thread to repay the fork than transcendental ones (measured on a 2-core Xeon: see
- * benchmarks/bench_elementwise.py). */
-#define WB_PAR_CHEAP (1 << 16)
+/* Elements above which a transcendental op runs on several threads (memory-bound ones:
+ * WB_PAR_CHEAP, iter.h). */
 #define WB_PAR_COSTLY (1 << 13)
 
 typedef void (*wb_unary_f32)(const float *restrict x, float *restrict o, Py_ssize_t n, float p0,
@@ -333,8 +331,6 @@ static void where_chunk(const void *c, const Py_ssize_t *off, const Py_ssize_t *
 }
 
 /* ---- Python entry points ----------------------------------------------------------------- */
-static int is_float(int dt) { return dt == WB_F32 || dt == WB_F64 || dt == WB_F16 || dt == WB_BF16; }
-
 static int op_code(PyObject *arg, int count, const char *what) {
     long code = PyLong_AsLong(arg);
     if (code == -1 && PyErr_Occurred()) return -1;
@@ -368,7 +364,7 @@ static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t narg
         return NULL;
     double p0 = PyFloat_AsDouble(args[6]), p1 = PyFloat_AsDouble(args[7]);
     if (PyErr_Occurred()) return NULL;
-    if (check_dtype(is_float(x.dtype) && x.dtype == out.dtype, "unary") < 0) return NULL;
+    if (check_dtype(wb_is_float(x.dtype) && x.dtype == out.dtype, "unary") < 0) return NULL;
     const wb_operand *in[1] = {&x};
     wb_iter it;
     if (wb_iter_init(&it, 1, in, x.ndim, x.shape) < 0) return NULL;
@@ -390,7 +386,7 @@ static PyObject *two_operands(PyObject *const *args, Py_ssize_t nargs, int count
         wb_operand_parse(&b, args[4], args[5], args[8], args[6], "b") < 0 ||
         wb_output_parse(&out, args[7], a.ndim, a.shape) < 0)
         return NULL;
-    int ok = is_float(a.dtype) && a.dtype == b.dtype &&
+    int ok = wb_is_float(a.dtype) && a.dtype == b.dtype &&
              (is_cmp ? out.dtype == WB_BOOL : out.dtype == a.dtype);
     if (check_dtype(ok, what) < 0) return NULL;
     const wb_operand *in[2] = {&a, &b};

@@ -10,6 +10,10 @@
 
 #define WB_MAXIN 3
 #define WB_CHUNK 1024
+/* Elements above which a memory-bound pass (add, a cast, a select) runs on several threads:
+ * less work per thread does not repay the fork (measured on a 2-core Xeon: see
+ * benchmarks/bench_elementwise.py). */
+#define WB_PAR_CHEAP (1 << 16)
 
 typedef struct {
     int nin, ndim;

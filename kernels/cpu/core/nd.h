@@ -40,6 +40,10 @@ int wb_operand_parse(wb_operand *op, PyObject *array, PyObject *offset, PyObject
 /* A contiguous output array of ``shape`` (its element count must match). */
 int wb_output_parse(wb_operand *op, PyObject *array, const int ndim, const Py_ssize_t *shape);
 
+/* The float dtypes computed in f32 registers (f32 and the halves), and all float dtypes. */
+static inline int wb_is_f32ish(int dt) { return dt == WB_F32 || dt == WB_F16 || dt == WB_BF16; }
+static inline int wb_is_float(int dt) { return wb_is_f32ish(dt) || dt == WB_F64; }
+
 static inline Py_ssize_t wb_numel(int ndim, const Py_ssize_t *shape) {
     Py_ssize_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];

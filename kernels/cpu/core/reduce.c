@@ -260,7 +260,6 @@ static const char *const reduce_names[WB_NREDUCE] = {
     "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "norm",
 };
 
-static int is_float(int dt) { return dt == WB_F32 || dt == WB_F64 || dt == WB_F16 || dt == WB_BF16; }
 static int is_arg(int op) { return op == R_ARGMAX || op == R_ARGMIN; }
 
 /* Appends dim (shape n, stride s) to a dim list, merged into the last one where stepping
@@ -424,7 +423,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nar
     for (int d = 0; d < x.ndim; d++)
         if (!reduced[d]) kept[nk++] = x.shape[d];
     if (wb_output_parse(&out, args[6], nk, kept) < 0) return NULL;
-    if (!is_float(x.dtype) || out.dtype != (is_arg(op) ? WB_I64 : x.dtype)) {
+    if (!wb_is_float(x.dtype) || out.dtype != (is_arg(op) ? WB_I64 : x.dtype)) {
         PyErr_Format(PyExc_TypeError, "reduce %s: unsupported dtype combination",
                      reduce_names[op]);
         return NULL;
@@ -548,7 +547,7 @@ static PyObject *py_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     if (wb_output_parse(&out, args[5], x.ndim, x.shape) < 0) return NULL;
-    if (!is_float(x.dtype) || out.dtype != x.dtype) {
+    if (!wb_is_float(x.dtype) || out.dtype != x.dtype) {
         PyErr_SetString(PyExc_TypeError, "cumsum: unsupported dtype combination");
         return NULL;
     }

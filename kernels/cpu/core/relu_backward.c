@@ -7,10 +7,6 @@
 #include "convert.h" /* Python.h first: it sets feature macros math.h reads */
 #include "iter.h"
 
-/* Elements above which the pass runs on several threads: the memory-bound elementwise ops'
- * threshold (WB_PAR_CHEAP in elementwise.c). */
-#define WB_RELU_PAR (1 << 16)
-
 typedef struct {
     const char *x, *g;
     char *out;
@@ -39,10 +35,6 @@ static void relu_backward_chunk(const void *c, const Py_ssize_t *off, const Py_s
     if (out == bo) wb_store_f32(k->dtype, k->out, o, bo, n);
 }
 
-static int is_float(int dt) {
-    return dt == WB_F32 || dt == WB_F64 || dt == WB_F16 || dt == WB_BF16;
-}
-
 /* relu_backward(x, x_offset, x_strides, g, g_offset, g_strides, out, shape) */
 static PyObject *py_relu_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8) {
@@ -54,7 +46,7 @@ static PyObject *py_relu_backward(PyObject *self, PyObject *const *args, Py_ssiz
         wb_operand_parse(&g, args[3], args[4], args[7], args[5], "grad") < 0 ||
         wb_output_parse(&out, args[6], x.ndim, x.shape) < 0)
         return NULL;
-    if (!is_float(x.dtype) || g.dtype != x.dtype || out.dtype != x.dtype) {
+    if (!wb_is_float(x.dtype) || g.dtype != x.dtype || out.dtype != x.dtype) {
         PyErr_SetString(PyExc_TypeError,
                         "relu_backward: expected x, grad and out of one float dtype");
         return NULL;
@@ -64,7 +56,7 @@ static PyObject *py_relu_backward(PyObject *self, PyObject *const *args, Py_ssiz
     if (wb_iter_init(&it, 2, in, x.ndim, x.shape) < 0) return NULL;
     relu_ctx ctx = {x.data, g.data, out.data, x.dtype};
     Py_BEGIN_ALLOW_THREADS
-    wb_iter_run(&it, relu_backward_chunk, &ctx, WB_RELU_PAR);
+    wb_iter_run(&it, relu_backward_chunk, &ctx, WB_PAR_CHEAP); /* memory-bound */
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }

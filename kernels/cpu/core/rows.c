@@ -132,7 +132,6 @@ static void softmax_lines(const void *ctx, int t, Py_ssize_t l0, Py_ssize_t l1, 
     }
 }
 
-static int is_f32ish(int dt) { return dt == WB_F32 || dt == WB_F16 || dt == WB_BF16; }
 
 /* softmax(x, offset, shape, strides, dim, out, log) */
 static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -150,7 +149,7 @@ static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     if (wb_output_parse(&out, args[5], x.ndim, x.shape) < 0) return NULL;
-    if (!is_f32ish(x.dtype) || out.dtype != x.dtype) {
+    if (!wb_is_f32ish(x.dtype) || out.dtype != x.dtype) {
         PyErr_SetString(PyExc_TypeError, "softmax: unsupported dtype combination");
         return NULL;
     }
@@ -239,7 +238,7 @@ static PyObject *py_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     const int center = args[12] != Py_None;
     if (center && wb_output_parse(&mean, args[12], x.ndim - 1, x.shape) < 0) return NULL;
-    if (!is_f32ish(x.dtype) || out.dtype != x.dtype || rstd.dtype != WB_F32 ||
+    if (!wb_is_f32ish(x.dtype) || out.dtype != x.dtype || rstd.dtype != WB_F32 ||
         (center && mean.dtype != WB_F32)) {
         PyErr_SetString(PyExc_TypeError, "norm: unsupported dtype combination");
         return NULL;
@@ -253,7 +252,6 @@ static PyObject *py_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return run_lines(norm_rows, &c, rows, rows * n, sizeof(float) * 4 * (size_t)n);
 }
 
-static int is_float(int dt) { return is_f32ish(dt) || dt == WB_F64; }
 
 /* group_norm(x, offset, shape, strides, groups, w, w_offset, w_strides, b, b_offset, b_strides,
  *            eps, out, mean, rstd): x (N, C, S); mean, rstd (N, G) in the compute type. */
@@ -271,7 +269,7 @@ static PyObject *py_group_norm(PyObject *self, PyObject *const *args, Py_ssize_t
                      "group_norm: expected x (N, C, S) with C a multiple of groups=%zd", groups);
         return NULL;
     }
-    if (!is_float(x.dtype)) {
+    if (!wb_is_float(x.dtype)) {
         PyErr_SetString(PyExc_TypeError, "group_norm: unsupported dtype");
         return NULL;
     }
@@ -332,7 +330,7 @@ static PyObject *py_rope(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_DECREF(half);
     const int interleaved = rc ? -1 : PyObject_IsTrue(args[10]);
     if (rc || interleaved < 0 || wb_output_parse(&out, args[11], x.ndim, x.shape) < 0) return NULL;
-    if (!is_float(x.dtype) || cs.dtype != x.dtype || sn.dtype != x.dtype || out.dtype != x.dtype) {
+    if (!wb_is_float(x.dtype) || cs.dtype != x.dtype || sn.dtype != x.dtype || out.dtype != x.dtype) {
         PyErr_SetString(PyExc_TypeError, "rope: x, cos, sin and out must share one float dtype");
         return NULL;
     }
@@ -407,7 +405,7 @@ static PyObject *py_softmax_backward(PyObject *self, PyObject *const *args, Py_s
         return NULL;
     }
     if (wb_output_parse(&out, args[8], y.ndim, y.shape) < 0) return NULL;
-    if (!is_f32ish(y.dtype) || out.dtype != y.dtype) {
+    if (!wb_is_f32ish(y.dtype) || out.dtype != y.dtype) {
         PyErr_SetString(PyExc_TypeError, "softmax_backward: unsupported dtype combination");
         return NULL;
     }
@@ -466,7 +464,7 @@ static PyObject *py_norm_backward(PyObject *self, PyObject *const *args, Py_ssiz
     }
     wb_operand x, g, w, mean, rstd, out;
     if (wb_operand_parse(&x, args[0], args[1], args[2], args[3], "x") < 0) return NULL;
-    if (x.ndim < 1 || !is_f32ish(x.dtype)) {
+    if (x.ndim < 1 || !wb_is_f32ish(x.dtype)) {
         PyErr_SetString(PyExc_ValueError, "norm_backward: expected x of f32, f16 or bf16 with at "
                                           "least 1 dim");
         return NULL;

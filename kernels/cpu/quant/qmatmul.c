@@ -189,14 +189,14 @@ static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t
         free_acts(&acts);
         return 0;
     }
-    int failed = m > WB_QDOT_ROWS ? wb_qgemm(t, raw, n, k, m, acts.q, acts.d, acts.s, acts.bsum,
-                                             out, threads)
-                                  : 1;
-    if (failed != 1) {
-        free_acts(&acts);
-        return failed;
+    if (m > WB_QDOT_ROWS) {
+        const int rc = wb_qgemm(t, raw, n, k, m, acts.q, acts.d, acts.s, acts.bsum, out, threads);
+        if (rc != 1) { /* 1: this ISA has no panel kernel, the loops below run */
+            free_acts(&acts);
+            return rc;
+        }
     }
-    failed = 0;
+    int failed = 0;
 #pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
     {
         wb_wrow w;
