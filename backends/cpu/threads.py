@@ -53,11 +53,9 @@ def _default() -> int:
 
 def _openblas_setters() -> list[int]:
     """Addresses of ``openblas_set_threads_callback_function`` in the OpenBLAS libraries this
-    process has loaded (none without threadpoolctl, or for OpenBLAS < 0.3.28)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return []
+    process has loaded (none for OpenBLAS < 0.3.28, or another BLAS)."""
+    from threadpoolctl import threadpool_info
+
     setters = []
     for lib in threadpool_info():
         if lib["internal_api"] != "openblas":
@@ -111,12 +109,9 @@ def set_num_threads(n: int) -> None:
         )
     if NATIVE is not None:
         NATIVE.set_num_threads(n)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: without it BLAS keeps its own count
-        pass
-    else:
-        threadpool_limits(limits=n, user_api="blas")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=n, user_api="blas")
     _threads = n
 
 

@@ -164,7 +164,7 @@ class MPICommunicator(Communicator):
         # The hot case, a blocking sum/max/min of a contiguous CPU tensor in one of MPI's own
         # types, goes straight to Allreduce. Into an ``out`` (``x`` itself for in place) its
         # arguments are built once (a plan, per ``out``) and reused while x and out keep
-        # their storages (whose arrays never change) and layouts: four identity tests. The
+        # their storages (whose arrays never change) and layouts: five identity tests. The
         # buffers are typed ``MPI.buffer`` exports of the arrays, which mpi4py reads without
         # asking numpy for a buffer or looking up its format (raw mpi4py's bare arrays pay
         # both, ~0.4 us). 1 KiB on COMM_SELF (CPU time): Allreduce ~0.7 us, this path ~0.2
