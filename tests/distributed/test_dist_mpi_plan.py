@@ -1,10 +1,13 @@
-"""The MPI all_reduce plan (its cached MPI.buffer arguments) on ``MPI.COMM_SELF``, in process.
+"""The MPI all_reduce plan (its cached direct MPI_Allreduce call, or MPI.buffer arguments for
+mpi4py) on ``MPI.COMM_SELF``, in process.
 
 With one rank the sum is the input itself, so numpy copies taken before each call are the
 reference: a stale plan (an old buffer, another view's memory) would show as wrong values.
 """
 
+import dataclasses
 import gc
+import re
 
 import numpy as np
 import pytest
@@ -17,9 +20,14 @@ MPI = pytest.importorskip("mpi4py.MPI")
 from workbench.distributed import DistributedError, MPICommunicator  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def comm():
-    return MPICommunicator(MPI.COMM_SELF, timeout=None)
+@pytest.fixture(scope="module", params=["direct", "mpi4py"])
+def comm(request):
+    communicator = MPICommunicator(MPI.COMM_SELF, timeout=None)
+    if request.param == "mpi4py":
+        communicator._direct_allreduce = None  # every plan calls mpi4py's Allreduce
+    elif communicator._direct_allreduce is None:
+        pytest.skip("no native module: no direct MPI_Allreduce")
+    return communicator
 
 
 def test_plan_follows_values_storages_and_views(comm):
@@ -85,3 +93,35 @@ def test_errors_stay_clear_after_a_plan(comm):
         comm.all_reduce(wb.ones(2, 4), out=wb.empty(4, 2).transpose(0, 1))
     with pytest.raises(DTypeError, match="sum of a bool tensor"):
         comm.all_reduce(wb.ones(8, dtype=wb.bool_), out=wb.empty(8, dtype=wb.bool_))
+
+
+def test_direct_call_is_mpis_allreduce_and_checks_its_arguments():
+    from workbench.distributed.mpi_direct import resolve
+
+    direct = resolve(MPI)
+    if direct is None:
+        pytest.skip("no native module: no direct MPI_Allreduce")
+    a = np.arange(8, dtype=np.float32)
+    b = np.full(8, -1, np.float32)
+    args = direct.args(a, b, MPI.FLOAT, MPI.SUM, MPI.COMM_SELF)
+    assert direct.call(*args) == 0
+    np.testing.assert_array_equal(b, a)  # written by MPI, not by numpy
+    with pytest.raises(TypeError, match="expected 8 arguments, found 3"):
+        direct.call(*args[:3])
+    with pytest.raises(ValueError, match="handle size of 4 or 8.*found handle size 2"):
+        direct.call(args[0], 2, *args[2:])
+    with pytest.raises(ValueError, match="count in"):
+        direct.call(*args[:4], -1, *args[5:])
+
+
+def test_an_mpi_error_code_is_a_distributed_error():
+    # MPICH's PyPI build asserts on bad handles instead of returning a code, so the code comes
+    # from a stand-in for MPI_Allreduce's caller.
+    communicator = MPICommunicator(MPI.COMM_SELF, timeout=None)
+    direct = communicator._direct_allreduce
+    if direct is None:
+        pytest.skip("no native module: no direct MPI_Allreduce")
+    communicator._direct_allreduce = dataclasses.replace(direct, call=lambda *a: MPI.ERR_TYPE)
+    message = re.escape(MPI.Get_error_string(MPI.ERR_TYPE))
+    with pytest.raises(DistributedError, match=f"all_reduce on rank 0: {message}"):
+        communicator.all_reduce(wb.ones(4), out=wb.empty(4))

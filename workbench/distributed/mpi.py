@@ -28,10 +28,19 @@ from ..tensor import Tensor
 from ._host import WIDENED, host_array, narrow_back, new_like, widen
 from .communicator import Communicator, ReduceOp, Work, same_memory
 from .errors import DistributedError
+from .mpi_direct import resolve as resolve_direct
 
 # 30 minutes, as PyTorch's gloo default: room for a rank that saves a checkpoint meanwhile.
 DEFAULT_TIMEOUT = float(os.environ.get("WORKBENCH_DIST_TIMEOUT", "1800"))
 _MAX_PLANS = 256  # all_reduce plans kept (one per out tensor in use); past that, start again
+_MAX_COUNT = 2**31 - 1  # MPI_Allreduce's int count; larger ones go through mpi4py's _c call
+
+
+def _array(x: Tensor) -> np.ndarray:
+    """A contiguous CPU tensor's memory: its storage's array, or a view of it when x spans
+    only part."""
+    array = x._storage.array
+    return array if array.shape == x._layout.shape else x.numpy()
 
 
 def import_mpi():
@@ -112,6 +121,7 @@ class MPICommunicator(Communicator):
         self._plans: dict[int, tuple] = {}  # id(out) -> the all_reduce plan: see all_reduce
         # Bound once: the hot all_reduce saves a method look-up per call (~0.07 us of ~1.3).
         self._allreduce = self.comm.Allreduce
+        self._direct_allreduce = resolve_direct(MPI)  # None: every call goes through mpi4py
         self._watchdog = None
         if timeout is not None and self.world_size > 1:
             self._watchdog = _Watchdog(self.comm, self.rank, float(timeout))
@@ -162,16 +172,17 @@ class MPICommunicator(Communicator):
     # -- collectives ------------------------------------------------------------------------
     def all_reduce(self, x, op="sum", *, out=None, async_op=False):
         # The hot case, a blocking sum/max/min of a contiguous CPU tensor in one of MPI's own
-        # types, goes straight to Allreduce. Into an ``out`` (``x`` itself for in place) its
-        # arguments are built once (a plan, per ``out``) and reused while x and out keep
-        # their storages (whose arrays never change) and layouts: five identity tests. The
-        # buffers are typed ``MPI.buffer`` exports of the arrays, which mpi4py reads without
-        # asking numpy for a buffer or looking up its format (raw mpi4py's bare arrays pay
-        # both, ~0.4 us). 1 KiB on COMM_SELF (CPU time): Allreduce ~0.7 us, this path ~0.2
-        # more, the general one ~3.
+        # types, goes straight to MPI. Into an ``out`` (``x`` itself for in place) the call is
+        # resolved once (a plan, per ``out``) and reused while x and out keep their storages
+        # (whose arrays never change) and layouts: five identity tests. The plan calls
+        # MPI_Allreduce through its address with the buffers' addresses and the handles
+        # (``mpi_direct``), skipping mpi4py's argument parsing; without the native module it
+        # calls mpi4py with typed ``MPI.buffer`` exports, which mpi4py reads without asking
+        # numpy for a buffer. 1 KiB on COMM_SELF (CPU time): bare-array Allreduce ~1.1 us, the
+        # direct plan ~0.6, the general path ~3.
         plan = self._plans.get(id(out))
         if plan is not None and not async_op:
-            p_op, x_storage, x_layout, out_storage, out_layout, args, _ = plan
+            p_op, x_storage, x_layout, out_storage, out_layout, call, args, _ = plan
             try:
                 if not (
                     op is p_op
@@ -187,27 +198,29 @@ class MPICommunicator(Communicator):
             direct = None if async_op else self._direct(x, op, out)
             if direct is None:
                 return super().all_reduce(x, op, out=out, async_op=async_op)
-            out, out_storage, args = direct
+            out, out_storage, call, args = direct
         # self._run inlined: a method call is a tenth of the cost of a 1 KiB all_reduce.
         dog = self._watchdog
         if dog is not None:
             dog.current = "all_reduce"
             dog.calls += 1
         try:
-            self._allreduce(*args)
+            code = call(*args)  # the direct call returns MPI's error code, mpi4py raises
         except self.MPI.Exception as e:
-            raise DistributedError(
-                f"all_reduce on rank {self.rank}: {e.Get_error_string()}"
-            ) from None
+            code = e.Get_error_code()
         finally:
             if dog is not None:
                 dog.current = None
+        if code:
+            raise DistributedError(
+                f"all_reduce on rank {self.rank}: {self.MPI.Get_error_string(code)}"
+            )
         out_storage.version += 1
         return out
 
-    def _direct(self, x, op, out) -> tuple[Tensor, object, tuple] | None:
-        """(out, its storage, Allreduce's arguments) when ``all_reduce(x, op, out=out)`` is
-        the hot case (allocating ``out`` when None, else recording the plan); else None."""
+    def _direct(self, x, op, out) -> tuple[Tensor, object, object, tuple] | None:
+        """(out, its storage, the call and its arguments) when ``all_reduce(x, op, out=out)``
+        is the hot case (allocating ``out`` when None, else recording the plan); else None."""
         try:
             mpi_op, mpi_type = self._fast[op, x.dtype]
             layout, storage = x._layout, x._storage
@@ -218,33 +231,33 @@ class MPICommunicator(Communicator):
         if out is None:
             out_storage = type(storage).empty(layout.shape, x.dtype.name)
             out = new(out_storage, layout.shape, x.dtype, CPU)
-            args = (self._spec(x, mpi_type), [self.MPI.buffer(out_storage.array), mpi_type], mpi_op)
-            return out, out_storage, args
+            specs = ([self.MPI.buffer(_array(x)), mpi_type],
+                     [self.MPI.buffer(out_storage.array), mpi_type], mpi_op)  # fmt: skip
+            return out, out_storage, self._allreduce, specs
         if type(out) is not Tensor or out.dtype is not x.dtype or out.device is not CPU:
             return None  # the general path names the problem
         out_layout, out_storage = out._layout, out._storage
         if not out_layout.is_contiguous or out_layout.shape != layout.shape:
             return None
         in_place = out_storage is storage and out_layout.offset == layout.offset
-        send = self.MPI.IN_PLACE if in_place else self._spec(x, mpi_type)
-        args = (send, self._spec(out, mpi_type), mpi_op)
+        send, recv = None if in_place else _array(x), _array(out)
+        direct = self._direct_allreduce
+        if direct is not None and recv.size <= _MAX_COUNT:
+            call, args = direct.call, direct.args(send, recv, mpi_type, mpi_op, self.comm)
+        else:
+            call = self._allreduce
+            send_spec = self.MPI.IN_PLACE if send is None else [self.MPI.buffer(send), mpi_type]
+            args = (send_spec, [self.MPI.buffer(recv), mpi_type], mpi_op)
         # The plan goes with ``out`` (a weak reference's callback drops it): it keeps no
-        # memory alive past the tensor it writes, x's array at most until then.
+        # memory alive past the tensor it writes, x's array at most until then (which also
+        # keeps the addresses of a direct call valid).
         key = id(out)
         old = self._plans.get(key)
         if old is None and len(self._plans) >= _MAX_PLANS:
             self._plans.clear()
         ref = weakref.ref(out, self._forget(key)) if old is None else old[-1]
-        self._plans[key] = (op, storage, layout, out_storage, out_layout, args, ref)
-        return out, out_storage, args
-
-    def _spec(self, x: Tensor, mpi_type) -> list:
-        """A contiguous CPU tensor's memory as a typed buffer: an export of its storage's
-        array (of a view of it when x spans only part), which mpi4py reads at no cost."""
-        array = x._storage.array
-        if array.shape != x._layout.shape:
-            array = x.numpy()
-        return [self.MPI.buffer(array), mpi_type]
+        self._plans[key] = (op, storage, layout, out_storage, out_layout, call, args, ref)
+        return out, out_storage, call, args
 
     def _forget(self, key: int):
         plans = self._plans

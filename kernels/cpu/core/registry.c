@@ -1,6 +1,6 @@
 /* The core kernel family's functions (threads, elementwise, reductions, fused row ops,
- * batch norm, attention, relu's backward, optimizer steps): each file exports a
- * NULL-terminated PyMethodDef table, added here. */
+ * batch norm, attention, relu's backward, optimizer steps, MPI's all_reduce call): each file
+ * exports a NULL-terminated PyMethodDef table, added here. */
 #include "wb_native.h"
 
 #include "nd.h"
@@ -14,6 +14,7 @@ extern PyMethodDef wb_llm_attention_methods[], wb_llm_rows_methods[];
 extern PyMethodDef wb_pool_methods[];
 extern PyMethodDef wb_batchnorm_methods[];
 extern PyMethodDef wb_relu_backward_methods[], wb_optim_methods[];
+extern PyMethodDef wb_mpi_call_methods[];
 
 int wb_register_core(PyObject *module) {
     if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
@@ -35,6 +36,7 @@ int wb_register_core(PyObject *module) {
     if (PyModule_AddFunctions(module, wb_relu_backward_methods) < 0 ||
         PyModule_AddFunctions(module, wb_optim_methods) < 0)
         return -1;
+    if (PyModule_AddFunctions(module, wb_mpi_call_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_llm_attention_methods) < 0 ||
         PyModule_AddFunctions(module, wb_llm_rows_methods) < 0)
         return -1;
