@@ -2,9 +2,10 @@
 
 Every call passes numpy views of the tensors to mpi4py's upper-case (buffer) methods
 (``Allreduce``, ``Allgather``, ``Reduce_scatter_block``, ``Bcast``, ``Send``/``Recv``), so
-nothing is pickled or copied on the way in. Data movement sends bytes; reductions send the
-typed values (f16/bf16 are reduced in f32, which MPI has). CUDA tensors are staged through
-host memory.
+nothing is pickled or copied on the way in; a repeated all_reduce into the same ``out`` calls
+``MPI_Allreduce`` itself through its address (``mpi_direct``). Data movement sends bytes;
+reductions send the typed values (f16/bf16 are reduced in f32, which MPI has). CUDA tensors are
+staged through host memory.
 
 A rank that exits or hangs would leave the others blocked inside MPI forever. A watchdog
 thread notices a collective that runs past ``timeout`` seconds, prints which one and where,
