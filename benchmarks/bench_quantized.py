@@ -8,13 +8,16 @@
   ``workbench.backends.cpu.ggml``, "numpy" is gguf-py's ``gguf.quants.dequantize`` (pure numpy,
   the reference the tests compare with bit for bit). GB/s counts f32 output bytes.
 - ``qmatmul/<type>/b<batch>``: ``x (batch, 4096) @ W.T`` with ``W`` 4096 x 4096, batch 1 and
-  64, every block type with a native kernel. "workbench" is ``QMatMul`` (native integer dot
-  products, x quantized to Q8_0/Q8_1/Q8_K as ggml does), "numpy" is workbench's own f32
-  matmul with the f32 weight (Tensor ``@``, BLAS underneath), "torch" the same in PyTorch,
+  64 for every block type with a native kernel, 512 (a prompt's chunk) for four of them.
+  "workbench" is ``QMatMul`` (native integer dot products, x quantized to Q8_0/Q8_1/Q8_K as
+  ggml does), "numpy" is workbench's own f32 matmul with the f32 weight (Tensor ``@``, BLAS
+  underneath), "torch" the same in PyTorch,
   and "numpy-path" is ``QMatMul`` on the numpy path (``WORKBENCH_NATIVE=0``: f32 tiles +
   BLAS, the levels at batch 1): the before/after of the native kernels in one run. Native
-  threads are set to torch's (and BLAS's) count. Targets (issue 16, vs workbench's f32
-  matmul): batch 1, 4-bit types <= 0.35x, Q8_0 / Q6_K <= 0.6x; batch 64 <= 1.2x.
+  threads are set to torch's (and BLAS's) count. Where AMX is on (bf16 tiles from 32 rows,
+  kernels/cpu/quant/qgemm_amx.c), "integer" is the same product with AMX turned off (the VNNI
+  kernel). Targets (issue 16, vs workbench's f32 matmul): batch 1, 4-bit types <= 0.35x,
+  Q8_0 / Q6_K <= 0.6x; batch 64 (and 512) <= 1.2x.
 - ``qmatvec/<type>/<n>x<k>``: one token's ``x (1, k) @ W.T`` at the shapes of a 125M-class
   Llama (768 wide, MLP 3072, vocab 32000) and 4096 x 4096, the per-token product of LLM
   decoding. "workbench" is ``QMatMul``, "native" the compiled kernel called directly (as the
@@ -41,7 +44,7 @@ TYPES = ("F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
 QMATMUL_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K",
                  "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS")  # fmt: skip
 # QMatMul / workbench f32 matmul targets: (batch, types) -> ratio
-TARGETS = {1: 0.35, 64: 1.2}
+TARGETS = {1: 0.35, 64: 1.2, 512: 1.2}
 TARGETS_8BIT_B1 = {"Q8_0": 0.6, "Q6_K": 0.6, "Q8_1": 0.6, "Q8_K": 0.6, "Q5_0": 0.6,
                    "Q5_1": 0.6, "Q5_K": 0.6}  # fmt: skip
 
@@ -82,6 +85,7 @@ def _qmatmul(name: str, batch: int):
         import torch
 
         import workbench as wb
+        from workbench.backends.cpu import native as cpu_native
         from workbench.backends.cpu import quantized as cpu_quantized
         from workbench.quantized import QMatMul, QTensor
 
@@ -99,12 +103,22 @@ def _qmatmul(name: str, batch: int):
             finally:
                 cpu_quantized.NATIVE = native
 
-        return {
+        def integer():
+            allowed = cpu_native.NATIVE.set_amx(False)
+            try:
+                return mm(wx)
+            finally:
+                cpu_native.NATIVE.set_amx(allowed)
+
+        peers = {
             "workbench": lambda: mm(wx),
             "numpy": lambda: wx @ ww,
             "torch": lambda: tx @ tw.T,
             "numpy-path": numpy_path,
         }
+        if batch > 1 and cpu_native.info().get("amx") == "on":
+            peers["integer"] = integer
+        return peers
 
     return make
 
@@ -201,6 +215,10 @@ WORKLOADS = (
         for b in (1, 64)
     ]
     + [
+        Workload(f"quantized/qmatmul/{t}/b512", _qmatmul(t, 512), tolerance=30.0)
+        for t in ("Q4_0", "Q8_0", "Q4_K", "Q6_K")
+    ]
+    + [
         Workload(f"quantized/qmatvec/{t}/{n}x{k}", _qmatvec(t, n, k), tolerance=30.0)
         for t in QMATVEC_TYPES
         for n, k in LLM_SHAPES
@@ -252,7 +270,7 @@ def report(results: list[Result]) -> str:
         f"QMatMul, x (batch, {K}) @ W.T, W {N}x{K} (GB/s of weight bytes read); ratios are "
         "to workbench's f32 matmul",
         f"{'workload':22} {'QMatMul ms':>11} {'GB/s':>6} {'wb f32 ms':>10} {'torch ms':>9} "
-        f"{'numpy path ms':>14} {'ratio':>6} {'before':>7} {'target':>7}",
+        f"{'numpy path ms':>14} {'integer ms':>11} {'ratio':>6} {'before':>7} {'target':>7}",
     ]
     for r in results:
         if not r.name.startswith("quantized/qmatmul"):
@@ -264,7 +282,7 @@ def report(results: list[Result]) -> str:
             continue
         gd = GgmlDType[parts[2]]
         ours, f32, torch_t = r.median("workbench"), r.median("numpy"), r.median("torch")
-        before = r.median("numpy-path")
+        before, integer = r.median("numpy-path"), r.median("integer")
         batch = int(parts[3][1:])
         goal = f"{target(parts[2], batch):.2f}x" if parts[1] == "qmatmul" else "-"
         ok = (
@@ -274,7 +292,7 @@ def report(results: list[Result]) -> str:
         )
         lines.append(
             f"{label:22} {_ms(ours):>11} {_gbps(N * gd.row_bytes(K), ours):>6} {_ms(f32):>10} "
-            f"{_ms(torch_t):>9} {_ms(before):>14} {_ratio(ours, f32):>6} "
+            f"{_ms(torch_t):>9} {_ms(before):>14} {_ms(integer):>11} {_ratio(ours, f32):>6} "
             f"{_ratio(before, f32):>7} {goal:>7}{ok}"
         )
     vec = [r for r in results if r.name.startswith("quantized/qmatvec/")]

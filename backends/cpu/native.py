@@ -5,8 +5,8 @@ flag-free ``_cpuid`` module reports the CPU's features and the first variant who
 they meet is imported. ``WORKBENCH_NATIVE=0`` selects the numpy path (so does a platform without
 the compiled extension); ``WORKBENCH_NATIVE_VARIANT=avx2`` picks a lesser variant;
 ``WORKBENCH_NATIVE_DIR=folder`` imports the modules from that folder instead (``make test-asan``:
-a sanitizer build beside the normal one). ``NATIVE`` is the module or ``None``; ``info()`` says
-which and why.
+a sanitizer build beside the normal one); ``WORKBENCH_AMX=0`` keeps quantized products off the
+AMX tiles. ``NATIVE`` is the module or ``None``; ``info()`` says which and why.
 """
 
 from __future__ import annotations
@@ -84,10 +84,13 @@ def _load() -> tuple[ModuleType | None, str, frozenset[str]]:
 
 
 NATIVE, _REASON, _FEATURES = _load()
+if NATIVE is not None and os.environ.get("WORKBENCH_AMX", "1") == "0":
+    NATIVE.set_amx(False)  # quantized products of many rows stay on the integer kernels
 
 
 def info() -> dict:
-    """Which native variant runs and why: ``{"variant", "reason", "cpu_features", ...}``."""
+    """Which native variant runs and why: ``{"variant", "reason", "cpu_features", ...}``;
+    ``amx`` is "on" where quantized products of many rows use AMX tiles, else why not."""
     out = {
         "variant": NATIVE.variant() if NATIVE is not None else None,
         "reason": _REASON,
@@ -95,6 +98,7 @@ def info() -> dict:
     }
     if NATIVE is not None:
         out["compiled_with"] = NATIVE.compiled_with()
+        out["amx"] = NATIVE.amx_status()
     return out
 
 

@@ -35,11 +35,6 @@ pytestmark = pytest.mark.skipif(not VARIANTS, reason="the native extension is no
 IDS = {name: ggml.BY_NAME[name].id for name in NATIVE_TYPES}
 
 
-@pytest.fixture(params=VARIANTS, ids=lambda mod: mod.variant())
-def native(request):
-    return request.param
-
-
 def _weights(name: str, n: int, k: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """Raw blocks ``(n * k / block, type_size)`` from random bits and their f32 values."""
     raw = random_blocks(name, n * k // ggml.BY_NAME[name].block_size, rng)

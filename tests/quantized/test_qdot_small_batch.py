@@ -35,11 +35,6 @@ LEGACY = tuple(t for t in NATIVE_TYPES if ggml.BY_NAME[t].block_size == 32)
 KQUANTS = tuple(t for t in NATIVE_TYPES if ggml.BY_NAME[t].block_size == 256)
 
 
-@pytest.fixture(params=VARIANTS, ids=lambda mod: mod.variant())
-def native(request):
-    return request.param
-
-
 @pytest.mark.parametrize("name", LEGACY)
 @pytest.mark.parametrize("blocks", [1, 2, 3, 4, 5, 6, 7, 9])
 @pytest.mark.parametrize("batch", [1, 2, 3, 4, 5])

@@ -28,11 +28,6 @@ VARIANTS = native_variants()
 pytestmark = pytest.mark.skipif(not VARIANTS, reason="the native extension is not built")
 
 
-@pytest.fixture(params=VARIANTS, ids=lambda mod: mod.variant())
-def native(request):
-    return request.param
-
-
 def _shape(name: str, blocks: int) -> int:
     return ggml.BY_NAME[name].block_size * blocks
 

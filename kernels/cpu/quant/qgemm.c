@@ -20,7 +20,7 @@
  * Measured (Intel Xeon, AVX-512 VNNI, 2 threads, x (64, 4096) @ W.T, W 4096 x 4096; f32
  * matmul 22-24 ms in the same runs): Q4_0 24 -> 8.1 ms, Q4_K 8.5, Q6_K 21 -> 9.5, Q2_K 32 ->
  * 10.6 (benchmarks/bench_quantized.py qmatmul/<type>/b64). */
-#include "quant.h"
+#include "transpose.h"
 
 #include <stdlib.h>
 
@@ -51,32 +51,6 @@ typedef struct {
     float *bs, *d, *s;
 } tile;
 
-/* o[e] = dword e of each of the 16 vectors r[c] (a 16 x 16 transpose of 32-bit items). */
-INLINE void transpose16(__m512i *r) {
-    __m512i t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) { /* r[4i + x], 128-bit lane L: item 4L + x of rows 4i.. */
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int x = 0; x < 4; x++) {
-        const __m512i a = _mm512_shuffle_i32x4(r[x], r[4 + x], 0x88);
-        const __m512i b = _mm512_shuffle_i32x4(r[x], r[4 + x], 0xdd);
-        const __m512i c = _mm512_shuffle_i32x4(r[8 + x], r[12 + x], 0x88);
-        const __m512i d = _mm512_shuffle_i32x4(r[8 + x], r[12 + x], 0xdd);
-        t[x] = _mm512_shuffle_i32x4(a, c, 0x88);
-        t[4 + x] = _mm512_shuffle_i32x4(b, d, 0x88);
-        t[8 + x] = _mm512_shuffle_i32x4(a, c, 0xdd);
-        t[12 + x] = _mm512_shuffle_i32x4(b, d, 0xdd);
-    }
-    for (int i = 0; i < 16; i++) r[i] = t[i];
-}
-
 /* Weight rows [0, cols) of the panel at raw; rows >= cols keep what they held (their
  * outputs are never stored). */
 static void decode_panel(const wb_qtype *t, const uint8_t *raw, int64_t row_bytes, int cols,
@@ -88,7 +62,7 @@ static void decode_panel(const wb_qtype *t, const uint8_t *raw, int64_t row_byte
         const __mmask64 in = k - e >= 64 ? ~0ull : (1ull << (k - e)) - 1;
         __m512i r[16];
         for (int c = 0; c < NC; c++) r[c] = _mm512_maskz_loadu_epi8(in, w[c].q + e);
-        transpose16(r);
+        wb_transpose16(r);
         const int groups = k - e >= 64 ? 16 : (int)(k - e) / 4;
         for (int g = 0; g < groups; g++)
             _mm512_store_si512(p->u + (e + 4 * g) * NC, _mm512_xor_si512(r[g], flip));

@@ -7,8 +7,9 @@
  * qmatmul quantizes x once (Q8_1 for Q4_1/Q5_1, Q8_K for 256-element types, else Q8_0),
  * then threads over weight rows. Up to WB_QDOT_ROWS activation rows, a weight row's blocks
  * are unpacked in registers and meet all of them at once (qdot_raw.c, where the ISA and type
- * have it). More rows go to the panel micro-kernel (qgemm.c: 16 decoded weight rows times
- * tiles of 8 activation rows, AVX-512 VNNI); where the ISA has none, each thread decodes a
+ * have it). From WB_AMX_MIN_ROWS rows on a CPU with AMX, x stays f32 and meets bf16 weight
+ * panels in tiles (qgemm_amx.c). More rows otherwise go to the panel micro-kernel (qgemm.c:
+ * 16 decoded weight rows times tiles of 8 activation rows, AVX-512 VNNI); where the ISA has none, each thread decodes a
  * row into its scratch (quant.h) and takes its dot products with WB_QDOT_ROWS activation rows
  * at a time. */
 #include "quant.h"
@@ -17,6 +18,9 @@
 
 /* Below this many weight values the work stays on one thread (a guess, not yet measured). */
 #define WB_QUANT_PARALLEL_MIN (1 << 16)
+/* From this many activation rows the AMX kernel runs where it can (measured crossover with
+ * the VNNI kernel: benchmarks/bench_quantized.py). */
+#define WB_AMX_MIN_ROWS 32
 
 typedef struct {
     Py_buffer view;
@@ -176,6 +180,10 @@ static void qmatmul_raw(wb_qdot_raw_fn dot, const wb_acts *acts, int B, const ui
 static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k,
                        const float *x, int64_t m, float *out) {
     int threads = threads_for(n * k);
+    if (m >= WB_AMX_MIN_ROWS) {
+        const int rc = wb_qgemm_amx(t, raw, n, k, x, m, out, threads);
+        if (rc != 1) return rc; /* 1: no AMX here, the integer kernels below run */
+    }
     wb_acts acts = {0};
     wb_qdot_raw_fn raw_dot = m > 0 && m <= WB_QDOT_ROWS ? wb_qdot_raw_find(t) : NULL;
     if (quantize_rows(t, x, m, k, &acts, threads, raw_dot != NULL) < 0) {
@@ -394,6 +402,16 @@ done:
     return result;
 }
 
+static PyObject *amx_status(PyObject *self, PyObject *unused) {
+    return PyUnicode_FromString(wb_amx_status());
+}
+
+static PyObject *set_amx(PyObject *self, PyObject *on) {
+    const int flag = PyObject_IsTrue(on);
+    if (flag < 0) return NULL;
+    return PyBool_FromLong(wb_amx_enable(flag));
+}
+
 PyMethodDef wb_quant_matmul_methods[] = {
     {"qmatmul", (PyCFunction)(void (*)(void))qmatmul, METH_FASTCALL,
      "qmatmul(raw, type_id, n, k, x, out): out (m, n) = x (m, k) @ W.T, W quantized."},
@@ -401,5 +419,9 @@ PyMethodDef wb_quant_matmul_methods[] = {
      "dequantize(raw, type_id, k, out): rows of blocks -> float32 (rows, k)."},
     {"quantize_activations", (PyCFunction)(void (*)(void))quantize_activations, METH_FASTCALL,
      "quantize_activations(x, type_id, out): float32 -> Q8_0 / Q8_1 / Q8_K blocks."},
+    {"amx_status", amx_status, METH_NOARGS,
+     "'on', or why qmatmul's AMX kernel does not run."},
+    {"set_amx", set_amx, METH_O,
+     "set_amx(on): allow qmatmul's AMX kernel or not; whether it was allowed before."},
     {NULL, NULL, 0, NULL},
 };

@@ -92,4 +92,13 @@ int wb_qgemm(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, int64_
              const int8_t *q, const float *d, const float *s, const int16_t *bsum, float *out,
              int threads);
 
+/* The same on AMX tiles in bf16 (qgemm_amx.c), from the f32 activations x (m, k): 0, -1 when
+ * out of memory, or 1 where AMX is not compiled, not on this CPU or OS, or turned off. */
+int wb_qgemm_amx(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, const float *x,
+                 int64_t m, float *out, int threads);
+/* "on", or why wb_qgemm_amx does not run. wb_amx_enable(0) turns it off process-wide (1
+ * allows it again); it returns whether it was allowed before. */
+const char *wb_amx_status(void);
+int wb_amx_enable(int on);
+
 #endif /* WB_QUANT_H */
