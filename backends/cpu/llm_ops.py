@@ -26,6 +26,9 @@ scores of a block are 16-wide multiply-adds for any number of queries.
   without the op layer, or False where it does not apply (the caller uses ``QMatMul``);
   ``embed_into(table, type_id, ids, out)`` likewise decodes the rows ``ids`` of a quantized
   ``(rows, row_bytes)`` table (``QEmbedding`` otherwise).
+- ``qmatmul_glu_into(gate, up, type_id, x, gelu, out)``: ``out = act(x @ G.T)·(x @ U.T)`` in
+  one product (AMX tiles, from 32 rows: neither product is written), or False where that
+  kernel does not run (the caller takes the two products and ``glu``).
 """
 
 from __future__ import annotations
@@ -131,6 +134,14 @@ def _qmatmul_none(raw, type_id, x, out) -> bool:
     return False
 
 
+def _qmatmul_glu_native(gate, up, type_id: int, x, gelu: bool, out) -> bool:
+    return NATIVE.qmatmul_glu(gate, up, type_id, out.shape[-1], x.shape[-1], x, gelu, out)
+
+
+def _qmatmul_glu_none(gate, up, type_id, x, gelu, out) -> bool:
+    return False
+
+
 def _embed_native(table: np.ndarray, type_id: int, ids: np.ndarray, out: np.ndarray) -> bool:
     NATIVE.dequantize(table[ids], type_id, out.shape[-1], out)
     return True
@@ -143,12 +154,14 @@ if NATIVE is not None:
     rope_store = NATIVE.llm_rope_store
     attention = NATIVE.llm_attention
     qmatmul_into, embed_into = _qmatmul_native, _embed_native
+    qmatmul_glu_into = _qmatmul_glu_native
 else:
     residual_norm = _residual_norm_numpy
     glu = _glu_numpy
     rope_store = _rope_store_numpy
     attention = _attention_numpy
     qmatmul_into = embed_into = _qmatmul_none
+    qmatmul_glu_into = _qmatmul_glu_none
 
 
 def native_qmatmul_type(type_name: str) -> int | None:

@@ -96,3 +96,54 @@ def test_turned_off_runs_the_integer_kernels(native):
     assert native.amx_status() == "on"
     assert not np.array_equal(amx, integer)  # two kernels, two roundings
     np.testing.assert_allclose(amx, integer, rtol=0, atol=0.02 * np.abs(integer).max())
+
+
+def _act(g: np.ndarray, gelu: bool) -> np.ndarray:
+    if gelu:
+        return 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g**3)))
+    return g * 0.5 * (1 + np.tanh(g / 2))  # g sigma(g), without exp's overflow
+
+
+@pytest.mark.parametrize("gelu", [False, True])
+@pytest.mark.parametrize(("name", "f", "batch"), [("Q4_K", 37, 33), ("Q8_0", 70, 64)])
+def test_gated_unit_in_one_product(native, name, f, batch, gelu):
+    """qmatmul_glu: act(x @ G.T) (x @ U.T) with the panels holding gate over up rows equals
+    the two products and llm_glu bit for bit, and float64 maths on the bf16 factors."""
+    raw_g, k, wg, x = _case(name, f, batch, seed=f)
+    raw_u, _, wu, _ = _case(name, f, batch, seed=f + 1)
+    type_id = ggml.BY_NAME[name].id
+    out = np.full((batch, f), np.nan, np.float32)
+    assert native.qmatmul_glu(raw_g, raw_u, type_id, f, k, x, gelu, out) is True
+    g = native_qmatmul(native, raw_g, name, f, k, x)
+    u = native_qmatmul(native, raw_u, name, f, k, x)
+    two = np.empty_like(out)
+    native.llm_glu(g, u, gelu, two)
+    np.testing.assert_array_equal(out, two)
+    gr, ur = _bf16(x) @ _bf16(wg).T, _bf16(x) @ _bf16(wu).T
+    np.testing.assert_allclose(out, _act(gr, gelu) * ur, rtol=1e-4, atol=1e-4 * np.abs(ur).max())
+
+
+def test_gated_unit_declines_short_batches_and_amx_off(native):
+    raw_g, k, _, x = _case("Q4_0", 20, 31, seed=1)
+    out = np.full((31, 20), 7.0, np.float32)
+    assert native.qmatmul_glu(raw_g, raw_g, 2, 20, k, x, False, out) is False
+    allowed = native.set_amx(False)
+    try:
+        assert (
+            native.qmatmul_glu(
+                raw_g, raw_g, 2, 20, k, np.vstack([x, x]), False, np.empty((62, 20), np.float32)
+            )
+            is False
+        )
+    finally:
+        native.set_amx(allowed)
+    assert (out == 7.0).all()  # nothing written
+
+
+def test_gated_unit_checks_sizes(native):
+    raw_g, k, _, x = _case("Q4_0", 20, 32, seed=2)
+    out = np.empty((32, 20), np.float32)
+    with pytest.raises(ValueError, match="qmatmul_glu: a \\(20, 224\\) Q4_0 weight needs"):
+        native.qmatmul_glu(raw_g, raw_g[:-1], 2, 20, k, x, False, out)
+    with pytest.raises(ValueError, match="out must hold 32 x 20"):
+        native.qmatmul_glu(raw_g, raw_g, 2, 20, k, x, False, out[:-1])

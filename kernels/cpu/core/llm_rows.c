@@ -148,9 +148,9 @@ static PyObject *py_glu(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         const float *ur = stacked ? gr + F : u + r * F;
         float *o = out + r * F;
         if (gelu)
-            for (Py_ssize_t i = 0; i < F; i++) o[i] = wb_gelu_tanhf(gr[i]) * ur[i];
+            for (Py_ssize_t i = 0; i < F; i++) o[i] = wb_glu_f(gr[i], ur[i], 1);
         else
-            for (Py_ssize_t i = 0; i < F; i++) o[i] = gr[i] / (1.0f + wb_expf(-gr[i])) * ur[i];
+            for (Py_ssize_t i = 0; i < F; i++) o[i] = wb_glu_f(gr[i], ur[i], 0);
     }
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;

@@ -146,4 +146,9 @@ static inline float wb_gelu_tanhf(float x) {
     return x < -20.0f ? -0.0f : out;
 }
 
+/* The gated linear unit of an LLM's MLP: act(g) u, act SiLU (g sigma(g)) or the tanh GELU. */
+static inline float wb_glu_f(float g, float u, int gelu) {
+    return (gelu ? wb_gelu_tanhf(g) : g / (1.0f + wb_expf(-g))) * u;
+}
+
 #endif /* WB_VMATH_H */

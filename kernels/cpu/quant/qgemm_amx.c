@@ -14,6 +14,10 @@
  * weight rows x 32 activation rows) stay in the tile registers over all of k, then C (= out's
  * transpose) is written through a 16 x 16 transpose.
  *
+ * wb_qgemm_amx_glu fuses an LLM's gated MLP unit into the same tiles: a panel holds 16 gate
+ * rows over the 16 up rows of the same outputs, and act(gate) up is taken before the store, so
+ * neither product is written.
+ *
  * Error: each factor carries bf16's relative rounding error, at most 2^-9, so
  * |y - sum w x| <= (2^-8 + 2^-18) sum |w x| plus f32 accumulation (stated in the tests). That
  * is the size of the error ggml's Q8 activation quantization makes, which the VNNI kernel
@@ -23,7 +27,9 @@
  * and Linux's permission (arch_prctl ARCH_REQ_XCOMP_PERM, asked once). wb_amx_enable(0) (from
  * WORKBENCH_AMX=0, or a test) turns it off; elsewhere wb_qgemm_amx returns 1 and the caller runs
  * its own kernels. Measured: see benchmarks/bench_quantized.py (qmatmul/<type>/b512). */
-#include "transpose.h"
+#include "transpose.h" /* first: Python.h sets the feature macros (syscall) */
+
+#include "core/vmath.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -156,14 +162,50 @@ AMX_FN static void store_transposed(const float *c, float *out, int64_t n, int64
         _mm512_mask_storeu_ps(out + (r0 + j) * n + c0, keep, _mm512_castsi512_ps(r[j]));
 }
 
-/* The panel (NP bf16 rows of k at w) times every pair of activation groups, into out's
- * columns [c0, c0 + cols). */
+/* The four accumulator tiles into c (4 x 256 floats: tile t at c + 256 t). */
+AMX_FN static inline void store_sums(float *c) {
+    _tile_stored(0, c, 64);
+    _tile_stored(1, c + 256, 64);
+    _tile_stored(2, c + 512, 64);
+    _tile_stored(3, c + 768, 64);
+}
+
+/* What a panel's products become: out's columns [c0, c0 + cols) of a plain product (the
+ * panel's 32 rows are 32 output columns), or of a gated unit (rows 0-15 are gate rows, 16-31
+ * the up rows of the same 16 output columns: out = act(gate) up). */
+typedef struct {
+    float *out;
+    int64_t n, c0;
+    int cols, glu, gelu;
+} panel_out;
+
+/* Tile t holds weight rows 16 (t >> 1) times activation group g + (t & 1). */
+AMX_FN static void store_tiles(float *c, const panel_out *o, int64_t g, int64_t m) {
+    for (int h = 0; h < 2; h++) {
+        const int64_t r0 = 16 * (g + h);
+        if (r0 >= m) break;
+        const int rows = m - r0 < 16 ? (int)(m - r0) : 16;
+        if (o->glu) {
+            float *gate = c + 256 * h, *up = c + 256 * (2 + h);
+            if (o->gelu) /* two loops: each vectorises with its act inlined */
+                for (int i = 0; i < 256; i++) gate[i] = wb_glu_f(gate[i], up[i], 1);
+            else
+                for (int i = 0; i < 256; i++) gate[i] = wb_glu_f(gate[i], up[i], 0);
+            store_transposed(gate, o->out, o->n, r0, rows, o->c0, o->cols);
+            continue;
+        }
+        for (int wc = 0; wc < 32 && wc < o->cols; wc += 16)
+            store_transposed(c + 256 * (2 * (wc / 16) + h), o->out, o->n, r0, rows, o->c0 + wc,
+                             o->cols - wc < 16 ? o->cols - wc : 16);
+    }
+}
+
+/* The panel (NP bf16 rows of k at w) times every pair of activation groups. */
 AMX_FN static void panel_times_acts(const uint16_t *w, const uint8_t *acts, int64_t groups,
-                                    int64_t m, int64_t k, int64_t n, int64_t c0, int cols,
-                                    float *out) {
+                                    int64_t m, int64_t k, const panel_out *o) {
     const size_t wstride = (size_t)k * 2, gbytes = (size_t)k / KS * 1024;
     const uint16_t *w1 = w + 16 * k;
-    float c[256] __attribute__((aligned(64)));
+    float c[1024] __attribute__((aligned(64)));
     for (int64_t g = 0; g < groups; g += 2) {
         const uint8_t *b0 = acts + g * gbytes, *b1 = b0 + gbytes;
         _tile_zero(0);
@@ -180,19 +222,8 @@ AMX_FN static void panel_times_acts(const uint16_t *w, const uint8_t *acts, int6
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
         }
-        for (int t = 0; t < 4; t++) { /* tile t: weight rows 16 (t >> 1), act group g + (t & 1) */
-            const int64_t r0 = 16 * (g + (t & 1));
-            const int wc = 16 * (t >> 1);
-            if (r0 >= m || wc >= cols) continue;
-            switch (t) { /* a tile's number is part of the instruction */
-            case 0: _tile_stored(0, c, 64); break;
-            case 1: _tile_stored(1, c, 64); break;
-            case 2: _tile_stored(2, c, 64); break;
-            default: _tile_stored(3, c, 64); break;
-            }
-            store_transposed(c, out, n, r0, m - r0 < 16 ? (int)(m - r0) : 16, c0 + wc,
-                             cols - wc < 16 ? cols - wc : 16);
-        }
+        store_sums(c);
+        store_tiles(c, o, g, m);
     }
 }
 
@@ -215,17 +246,21 @@ static void free_panel(panel_scratch *p) {
     free(p->row);
 }
 
-AMX_FN static void decode_panel(const wb_qtype *t, const uint8_t *raw, int64_t row_bytes,
-                                int cols, int64_t k, panel_scratch *p) {
-    for (int c = 0; c < cols; c++) {
+/* rows weight rows from raw into the panel's rows [first, first + rows). */
+AMX_FN static void decode_rows(const wb_qtype *t, const uint8_t *raw, int64_t row_bytes,
+                               int rows, int first, int64_t k, panel_scratch *p) {
+    for (int c = 0; c < rows; c++) {
         wb_decode_row(t, raw + c * row_bytes, k, &p->w);
-        expand_bf16(t, &p->w, k, p->bf + c * k);
+        expand_bf16(t, &p->w, k, p->bf + (first + c) * k);
     }
 }
 
-AMX_FN static int run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k,
-                      const float *x, int64_t m, float *out, int threads) {
-    const int64_t groups = (m + 31) / 32 * 2, npanels = (n + NP - 1) / NP;
+/* out (m, n) = x @ W.T (up NULL: W = raw), or act(x @ G.T) (x @ U.T) (G = raw, U = up). */
+AMX_FN static int run(const wb_qtype *t, const uint8_t *raw, const uint8_t *up, int gelu,
+                      int64_t n, int64_t k, const float *x, int64_t m, float *out,
+                      int threads) {
+    const int per = up ? NP / 2 : NP; /* output columns a panel */
+    const int64_t groups = (m + 31) / 32 * 2, npanels = (n + per - 1) / per;
     const int64_t row_bytes = k / t->block * t->bytes;
     const size_t gbytes = (size_t)k / KS * 1024;
     uint8_t *acts = aligned_alloc(64, gbytes * (size_t)groups);
@@ -242,9 +277,11 @@ AMX_FN static int run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t 
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < npanels; i++) {
             if (!ok) continue;
-            const int cols = n - NP * i < NP ? (int)(n - NP * i) : NP;
-            decode_panel(t, raw + NP * i * row_bytes, row_bytes, cols, k, &p);
-            panel_times_acts(p.bf, acts, groups, m, k, n, NP * i, cols, out);
+            const panel_out o = {out, n, per * i, n - per * i < per ? (int)(n - per * i) : per,
+                                 up != NULL, gelu};
+            decode_rows(t, raw + per * i * row_bytes, row_bytes, o.cols, 0, k, &p);
+            if (up) decode_rows(t, up + per * i * row_bytes, row_bytes, o.cols, NP / 2, k, &p);
+            panel_times_acts(p.bf, acts, groups, m, k, &o);
         }
         _tile_release();
         free_panel(&p);
@@ -256,7 +293,13 @@ AMX_FN static int run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t 
 int wb_qgemm_amx(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, const float *x,
                  int64_t m, float *out, int threads) {
     if (!amx_on() || k % KS) return 1;
-    return run(t, raw, n, k, x, m, out, threads);
+    return run(t, raw, NULL, 0, n, k, x, m, out, threads);
+}
+
+int wb_qgemm_amx_glu(const wb_qtype *t, const uint8_t *gate, const uint8_t *up, int gelu,
+                     int64_t f, int64_t k, const float *x, int64_t m, float *out, int threads) {
+    if (!amx_on() || k % KS) return 1;
+    return run(t, gate, up, gelu, f, k, x, m, out, threads);
 }
 
 #else
@@ -265,6 +308,13 @@ const char *wb_amx_status(void) { return "not compiled into this variant"; }
 int wb_qgemm_amx(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, const float *x,
                  int64_t m, float *out, int threads) {
     (void)t, (void)raw, (void)n, (void)k, (void)x, (void)m, (void)out, (void)threads;
+    return 1;
+}
+
+int wb_qgemm_amx_glu(const wb_qtype *t, const uint8_t *gate, const uint8_t *up, int gelu,
+                     int64_t f, int64_t k, const float *x, int64_t m, float *out, int threads) {
+    (void)t, (void)gate, (void)up, (void)gelu, (void)f, (void)k, (void)x, (void)m, (void)out;
+    (void)threads;
     return 1;
 }
 #endif

@@ -1,6 +1,9 @@
 /* Python entry points of the quantized family (METH_FASTCALL, buffers in, GIL released):
  *
  *   qmatmul(raw, type_id, n, k, x, out)    out (m, n) = x (m, k) @ W.T, W (n, k) in raw blocks
+ *   qmatmul_glu(gate, up, type_id, f, k, x, gelu, out)
+ *                                          out (m, f) = act(x @ G.T) * (x @ U.T) on AMX
+ *                                          (True), or nothing done (False: no AMX, m < 32)
  *   dequantize(raw, type_id, k, out)       out (rows, k) f32 = the values of rows of blocks
  *   quantize_activations(x, type_id, out)  x (m, k) f32 -> ggml Q8_0 / Q8_1 / Q8_K blocks
  *
@@ -229,6 +232,34 @@ static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t
     return failed ? -1 : 0;
 }
 
+/* The sizes of a product: raw holds an (n, k) weight of type t, x (m, k) and out (m, n)
+ * float32 values; sets m. -1 with an exception. */
+static int check_sizes(const char *op, const wb_qtype *t, int64_t n, int64_t k, const wb_buf *raw,
+                       const wb_buf *x, const wb_buf *out, int64_t *m) {
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: n = %lld < 0", op, (long long)n);
+        return -1;
+    }
+    const int64_t want = n * (k / t->block) * t->bytes, xs = x->view.len / 4;
+    *m = xs / k;
+    if (raw->view.len != want) {
+        PyErr_Format(PyExc_ValueError, "%s: a (%lld, %lld) %s weight needs %lld bytes, found %zd",
+                     op, (long long)n, (long long)k, t->name, (long long)want, raw->view.len);
+        return -1;
+    }
+    if (xs % k) {
+        PyErr_Format(PyExc_ValueError, "%s: x has %lld values, not a multiple of k = %lld", op,
+                     (long long)xs, (long long)k);
+        return -1;
+    }
+    if (out->view.len / 4 != *m * n) {
+        PyErr_Format(PyExc_ValueError, "%s: out must hold %lld x %lld float32 values, found %zd",
+                     op, (long long)*m, (long long)n, out->view.len / 4);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *qmatmul(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     static const char *op = "qmatmul";
     if (nargs != 6) {
@@ -237,33 +268,16 @@ static PyObject *qmatmul(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     const wb_qtype *t = get_type(args[1], op);
-    int64_t n, k;
+    int64_t n, k, m;
     if (!t || get_i64(args[2], &n) < 0 || get_i64(args[3], &k) < 0 || check_k(t, k, op) < 0)
         return NULL;
-    if (n < 0) return PyErr_Format(PyExc_ValueError, "qmatmul: n = %lld < 0", (long long)n);
     wb_buf raw = {0}, x = {0}, out = {0};
     PyObject *result = NULL;
     if (get_buffer(args[0], &raw, op, "raw", NULL, 0) < 0 ||
         get_buffer(args[4], &x, op, "x", "f", 0) < 0 ||
-        get_buffer(args[5], &out, op, "out", "f", 1) < 0)
+        get_buffer(args[5], &out, op, "out", "f", 1) < 0 ||
+        check_sizes(op, t, n, k, &raw, &x, &out, &m) < 0)
         goto done;
-    int64_t want = n * (k / t->block) * t->bytes, xs = x.view.len / 4, m = xs / k;
-    if (raw.view.len != want) {
-        PyErr_Format(PyExc_ValueError, "qmatmul: a (%lld, %lld) %s weight needs %lld bytes, "
-                     "found %zd", (long long)n, (long long)k, t->name, (long long)want,
-                     raw.view.len);
-        goto done;
-    }
-    if (xs % k) {
-        PyErr_Format(PyExc_ValueError, "qmatmul: x has %lld values, not a multiple of k = %lld",
-                     (long long)xs, (long long)k);
-        goto done;
-    }
-    if (out.view.len / 4 != m * n) {
-        PyErr_Format(PyExc_ValueError, "qmatmul: out must hold %lld x %lld float32 values, "
-                     "found %zd", (long long)m, (long long)n, out.view.len / 4);
-        goto done;
-    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = qmatmul_run(t, raw.view.buf, n, k, x.view.buf, m, out.view.buf);
@@ -275,6 +289,49 @@ static PyObject *qmatmul(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     result = Py_NewRef(Py_None);
 done:
     release(&raw);
+    release(&x);
+    release(&out);
+    return result;
+}
+
+/* An LLM's gated unit in one product where the AMX kernel runs (else False: nothing done). */
+static PyObject *qmatmul_glu(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const char *op = "qmatmul_glu";
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "qmatmul_glu(gate, up, type_id, f, k, x, gelu, out): "
+                     "expected 8 arguments, found %zd", nargs);
+        return NULL;
+    }
+    const wb_qtype *t = get_type(args[2], op);
+    int64_t f, k, m;
+    if (!t || get_i64(args[3], &f) < 0 || get_i64(args[4], &k) < 0 || check_k(t, k, op) < 0)
+        return NULL;
+    const int gelu = PyObject_IsTrue(args[6]);
+    if (gelu < 0) return NULL;
+    wb_buf gate = {0}, up = {0}, x = {0}, out = {0};
+    PyObject *result = NULL;
+    if (get_buffer(args[0], &gate, op, "gate", NULL, 0) < 0 ||
+        get_buffer(args[1], &up, op, "up", NULL, 0) < 0 ||
+        get_buffer(args[5], &x, op, "x", "f", 0) < 0 ||
+        get_buffer(args[7], &out, op, "out", "f", 1) < 0 ||
+        check_sizes(op, t, f, k, &gate, &x, &out, &m) < 0 ||
+        check_sizes(op, t, f, k, &up, &x, &out, &m) < 0)
+        goto done;
+    int rc = 1;
+    if (m >= WB_AMX_MIN_ROWS) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = wb_qgemm_amx_glu(t, gate.view.buf, up.view.buf, gelu, f, k, x.view.buf, m,
+                              out.view.buf, threads_for(f * k));
+        Py_END_ALLOW_THREADS
+    }
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyBool_FromLong(rc == 0);
+done:
+    release(&gate);
+    release(&up);
     release(&x);
     release(&out);
     return result;
@@ -415,6 +472,9 @@ static PyObject *set_amx(PyObject *self, PyObject *on) {
 PyMethodDef wb_quant_matmul_methods[] = {
     {"qmatmul", (PyCFunction)(void (*)(void))qmatmul, METH_FASTCALL,
      "qmatmul(raw, type_id, n, k, x, out): out (m, n) = x (m, k) @ W.T, W quantized."},
+    {"qmatmul_glu", (PyCFunction)(void (*)(void))qmatmul_glu, METH_FASTCALL,
+     "qmatmul_glu(gate, up, type_id, f, k, x, gelu, out): out (m, f) = act(x @ G.T) * "
+     "(x @ U.T) in one product where AMX runs; whether it ran."},
     {"dequantize", (PyCFunction)(void (*)(void))dequantize, METH_FASTCALL,
      "dequantize(raw, type_id, k, out): rows of blocks -> float32 (rows, k)."},
     {"quantize_activations", (PyCFunction)(void (*)(void))quantize_activations, METH_FASTCALL,

@@ -96,6 +96,10 @@ int wb_qgemm(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, int64_
  * out of memory, or 1 where AMX is not compiled, not on this CPU or OS, or turned off. */
 int wb_qgemm_amx(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, const float *x,
                  int64_t m, float *out, int threads);
+/* out (m, f) = act(x @ G.T) (x @ U.T), G and U (f, k) raw weights of one type, act SiLU or
+ * (gelu) the tanh GELU, on the same tiles; the same returns. */
+int wb_qgemm_amx_glu(const wb_qtype *t, const uint8_t *gate, const uint8_t *up, int gelu,
+                     int64_t f, int64_t k, const float *x, int64_t m, float *out, int threads);
 /* "on", or why wb_qgemm_amx does not run. wb_amx_enable(0) turns it off process-wide (1
  * allows it again); it returns whether it was allowed before. */
 const char *wb_amx_status(void);

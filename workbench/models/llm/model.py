@@ -96,16 +96,16 @@ class _Proj:
         self.bias = bias
         self.reduce = reduce
         self.out_features = weight.shape[0]
-        self._type_id = llm_ops.native_qmatmul_type(weight.ggml_dtype.name)
-        self._raw = weight.data.reshape(-1) if self._type_id is not None else None
+        self.type_id = llm_ops.native_qmatmul_type(weight.ggml_dtype.name)
+        self.raw = weight.data.reshape(-1) if self.type_id is not None else None
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """x (n, K) f32 C-contiguous -> (n, N), into ``out`` when given (and no reduce)."""
         kernels = _kernels()
-        if self._type_id is not None:
+        if self.type_id is not None:
             if out is None:
                 out = np.empty((x.shape[0], self.out_features), np.float32)
-            kernels.qmatmul_into(self._raw, self._type_id, x, out)
+            kernels.qmatmul_into(self.raw, self.type_id, x, out)
             y = out
         else:
             y = np.require(self.mm.matmul_numpy(x), np.float32, ["C", "W"])
@@ -114,6 +114,20 @@ class _Proj:
         if self.bias is not None:
             y += self.bias
         return y
+
+    def fuses_with(self, up: _Proj) -> bool:
+        """Whether this (a gate) and ``up`` can run as one gated product
+        (``llm_ops.qmatmul_glu_into``): native weights of one type and shape, no bias or
+        reduce."""
+        return (
+            self.type_id is not None
+            and self.type_id == up.type_id
+            and self.weight.shape == up.weight.shape
+            and self.bias is None
+            and up.bias is None
+            and self.reduce is None
+            and up.reduce is None
+        )
 
     @property
     def weight(self) -> QTensor:
@@ -400,7 +414,9 @@ class Transformer(BatchForward):
         gelu = self.config.activation != "silu"  # else GELU, tanh form
         if blk.gate_up is not None:
             kernels.glu(blk.gate_up(h), None, gelu, ws.act)
-        else:
+        elif not blk.gate.fuses_with(blk.up) or not kernels.qmatmul_glu_into(
+            blk.gate.raw, blk.up.raw, blk.gate.type_id, h, gelu, ws.act
+        ):
             kernels.glu(blk.gate(h, ws.g), blk.up(h, ws.u), gelu, ws.act)
         return blk.down(ws.act, ws.m)
 
