@@ -61,6 +61,23 @@ def native_variants() -> list:
     return found
 
 
+def integer_kernels_fixture():
+    """The ``native`` fixture of the integer kernels' tests: each compiled ISA variant with its
+    integer kernels (qdot_raw.c, qdot.c, qgemm.c), AMX's bf16 tiles (qgemm_amx.c, tested in
+    test_qmatmul_amx.py) turned off while a test runs. (A fixture factory, not a conftest.py:
+    tests/models/llm imports its own conftest by that name.)"""
+    import pytest
+
+    @pytest.fixture(params=native_variants(), ids=lambda mod: mod.variant())
+    def native(request):
+        module = request.param
+        allowed = module.set_amx(False)
+        yield module
+        module.set_amx(allowed)
+
+    return native
+
+
 def reference_weights(raw: np.ndarray, name: str, shape: tuple[int, int]) -> np.ndarray:
     """The f32 weight, decoded by gguf-py where it has a decoder (all but Q8_1 and Q8_K,
     which are ``d * q`` and decoded by workbench's numpy codec)."""

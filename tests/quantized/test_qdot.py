@@ -23,6 +23,7 @@ from gguf import quants
 from quantized_helpers import (
     NATIVE_TYPES,
     activation_error_bound,
+    integer_kernels_fixture,
     native_variants,
     random_blocks,
     reference_weights,
@@ -32,6 +33,7 @@ from workbench.backends.cpu import ggml
 
 VARIANTS = native_variants()
 pytestmark = pytest.mark.skipif(not VARIANTS, reason="the native extension is not built")
+native = integer_kernels_fixture()
 IDS = {name: ggml.BY_NAME[name].id for name in NATIVE_TYPES}
 
 

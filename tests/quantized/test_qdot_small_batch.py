@@ -23,6 +23,7 @@ from quantized_helpers import (
     NATIVE_TYPES,
     assert_exact,
     exact_case,
+    integer_kernels_fixture,
     native_qmatmul,
     native_variants,
 )
@@ -31,6 +32,7 @@ from workbench.backends.cpu import ggml
 
 VARIANTS = native_variants()
 pytestmark = pytest.mark.skipif(not VARIANTS, reason="the native extension is not built")
+native = integer_kernels_fixture()
 LEGACY = tuple(t for t in NATIVE_TYPES if ggml.BY_NAME[t].block_size == 32)
 KQUANTS = tuple(t for t in NATIVE_TYPES if ggml.BY_NAME[t].block_size == 256)
 

@@ -16,6 +16,7 @@ from quantized_helpers import (
     NATIVE_TYPES,
     assert_exact,
     exact_case,
+    integer_kernels_fixture,
     native_qmatmul,
     native_variants,
     random_blocks,
@@ -26,6 +27,7 @@ from workbench.backends.cpu import ggml
 
 VARIANTS = native_variants()
 pytestmark = pytest.mark.skipif(not VARIANTS, reason="the native extension is not built")
+native = integer_kernels_fixture()
 
 
 def _shape(name: str, blocks: int) -> int:
