@@ -21,8 +21,9 @@ from .conv import _compute_dtype, _windows
 from .native import NATIVE
 
 # The native max pool (kernels/cpu/core/pool.c): one pass per output, values and argmax
-# together, threaded over planes (an extension built before it existed lacks it). Disjoint
-# tiles (2×2 stride 2) stay on the numpy path, vectorised over the outputs: faster there.
+# together, threaded over planes (an extension built before it existed lacks it). It runs
+# first, the numpy tile paths are the fallback: on the MNIST CNN's 2×2 pools (64×32×28×28
+# f32) 2.1 ms vs 7.7 ms forward, and its scatter 0.6 ms vs 5.3 ms backward.
 _NATIVE_POOL = NATIVE is not None and hasattr(NATIVE, "max_pool2d")
 
 
@@ -252,13 +253,13 @@ class PoolOps:
         n, c, h, w = x.shape
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
         ho, wo = output_size
-        if (kh, kw) == (sh, sw) and padding == (0, 0) and dilation == (1, 1):
-            if ho * kh <= h and wo * kw <= w:  # vectorised over the outputs: beats the native
-                best, arg = _max_pool_tiles(x, kernel_size, output_size, ct)
-                return type(self)(contiguous(best, x.dtype)), type(self)(arg)
         if _NATIVE_POOL and type(x) is np.ndarray and x.dtype.kind != "b":
             out, idx = _native_max_pool(x, kernel_size, stride, padding, dilation, output_size)
             return type(self)(out), type(self)(idx)
+        if (kh, kw) == (sh, sw) and padding == (0, 0) and dilation == (1, 1):
+            if ho * kh <= h and wo * kw <= w:  # vectorised over the outputs
+                best, arg = _max_pool_tiles(x, kernel_size, output_size, ct)
+                return type(self)(contiguous(best, x.dtype)), type(self)(arg)
         span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
         full = (n, c, _full_size(h, ph, ho, sh, span_h), _full_size(w, pw, wo, sw, span_w))
         xp = _filled(x, full, padding, _lowest(ct), ct)
@@ -297,9 +298,6 @@ class PoolOps:
         idx = view(indices.array, indices_layout)
         n, c = g.shape[:2]
         plane = input_size[0] * input_size[1]
-        tiled = _tiles_backward(g, idx, input_size)
-        if tiled is not None:
-            return type(self)(contiguous(tiled, g.dtype))
         if _NATIVE_POOL and type(g) is np.ndarray:
             ct = _compute_dtype(g)
             src = np.ascontiguousarray(g, dtype=ct)
@@ -307,6 +305,9 @@ class PoolOps:
             length = g.shape[2] * g.shape[3]
             NATIVE.max_pool2d_backward(src, np.ascontiguousarray(idx), out, n * c, length, plane)
             return type(self)(contiguous(out, g.dtype))
+        tiled = _tiles_backward(g, idx, input_size)
+        if tiled is not None:
+            return type(self)(contiguous(tiled, g.dtype))
         flat = idx.reshape(n * c, g.shape[2] * g.shape[3]) + (np.arange(n * c) * plane)[:, None]
         weights = g.reshape(-1).astype(np.float64, copy=False)
         real = idx.reshape(-1) >= 0  # -1: a window of padding only, whose gradient goes nowhere
