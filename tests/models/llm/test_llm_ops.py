@@ -119,22 +119,57 @@ def test_attention_matches_torch(impl, n, hq, hkv, d, dv, window, softcap, kv):
     dtype = {"f32": F32, "f16": np.float16}[kv]
     keys = rng.standard_normal((hkv, cells, d)).astype(dtype)
     values = rng.standard_normal((hkv, cells, dv)).astype(dtype)
-    kb = np.ascontiguousarray(keys.reshape(hkv, cells // 16, 16, d).swapaxes(-1, -2))
     # a ring: cells hold shuffled positions, some empty, some ahead of every query
     kpos = rng.permutation(cells).astype(np.int64) + 3
     kpos[rng.random(cells) < 0.2] = -1
     qpos = np.sort(rng.choice(np.arange(20, 70), n, replace=False)).astype(np.int64)
     qpos[0] = 1  # sees nothing (no cell holds a position <= 1): zeros
     q = rng.standard_normal((n, hq * d)).astype(F32)
-    out = np.full((n, hq * dv), np.nan, F32)
     n_keys = cells - 16  # the last block is not scanned
-    IMPLS[impl]["attention"](q, kb, values, kpos, qpos, out, (hq, hkv, d, dv), n_keys, 0.11,
+    out, ref = _attend(impl, q, keys, values, kpos, qpos, n_keys, 0.11, softcap, window)
+    np.testing.assert_allclose(out, ref, atol=2e-5, rtol=1e-4)
+    assert not out[0].any()
+
+
+def _attend(impl, q, keys, values, kpos, qpos, n_keys, scale, softcap, window):
+    """The kernel's output (n, Hq, Dv), from a NaN-filled array so an unwritten row shows, and
+    the reference's, for keys / values (Hkv, cells, D / Dv)."""
+    (hkv, cells, d), dv, n = keys.shape, values.shape[-1], q.shape[0]
+    hq = q.shape[1] // d
+    kb = np.ascontiguousarray(keys.reshape(hkv, cells // 16, 16, d).swapaxes(-1, -2))
+    out = np.full((n, hq * dv), np.nan, F32)
+    IMPLS[impl]["attention"](q, kb, values, kpos, qpos, out, (hq, hkv, d, dv), n_keys, scale,
                              softcap, window)  # fmt: skip
     ref = _attention_ref(q.reshape(n, hq, d), keys[:, :n_keys].astype(F32),
-                         values[:, :n_keys].astype(F32), kpos[:n_keys], qpos, 0.11, softcap,
+                         values[:, :n_keys].astype(F32), kpos[:n_keys], qpos, scale, softcap,
                          window, hkv)  # fmt: skip
-    np.testing.assert_allclose(out.reshape(n, hq, dv), ref, atol=2e-5, rtol=1e-4)
-    assert not out[0].any()
+    return out.reshape(n, hq, dv), ref
+
+
+@pytest.mark.parametrize("impl", list(IMPLS))
+@pytest.mark.parametrize(
+    "n, n_keys, hq, hkv, dv, window, softcap, kv",
+    [
+        (47, 47 + 16, 3, 1, 64, 0, 0.0, "f32"),  # rows around the score / value tile heights
+        (100, 112, 12, 4, 64, 0, 0.0, "f32"),  # a causal prompt, several row tiles
+        (33, 48, 4, 4, 80, 0, 0.0, "f16"),  # 48 keys: an odd number of 16-cell blocks
+        (25, 80, 12, 3, 24, 7, 20.0, "f32"),  # a window; values narrower than a vector
+        (13, 208, 4, 1, 64, 0, 0.0, "f16"),  # a single query head per group of 4
+    ],
+)
+def test_prompt_attention_matches_torch(impl, n, n_keys, hq, hkv, dv, window, softcap, kv):
+    """A prompt in a fresh cache: cell j holds position j, query i is at n_keys - n + i."""
+    rng = np.random.default_rng(5)
+    d, cells = 64, (n_keys + 31) // 16 * 16
+    dtype = {"f32": F32, "f16": np.float16}[kv]
+    keys = rng.standard_normal((hkv, cells, d)).astype(dtype)
+    values = rng.standard_normal((hkv, cells, dv)).astype(dtype)
+    kpos = np.arange(cells, dtype=np.int64)
+    kpos[n_keys:] = -1
+    qpos = np.arange(n_keys - n, n_keys, dtype=np.int64)
+    q = (rng.standard_normal((n, hq * d)) * 2).astype(F32)
+    out, ref = _attend(impl, q, keys, values, kpos, qpos, n_keys, 0.125, softcap, window)
+    np.testing.assert_allclose(out, ref, atol=2e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("impl", list(IMPLS))
