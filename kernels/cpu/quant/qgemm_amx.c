@@ -26,7 +26,11 @@
  * AMX needs the CPU's AMX-TILE, AMX-BF16 and AVX512-BF16, the OS's tile state (XCR0 bits 17-18)
  * and Linux's permission (arch_prctl ARCH_REQ_XCOMP_PERM, asked once). wb_amx_enable(0) (from
  * WORKBENCH_AMX=0, or a test) turns it off; elsewhere wb_qgemm_amx returns 1 and the caller runs
- * its own kernels. Measured: see benchmarks/bench_quantized.py (qmatmul/<type>/b512). */
+ * its own kernels.
+ * Measured (2-core Xeon with AMX, 1 thread, x (512, 768) @ W.T, W 2048 x 768 Q8_0): 2.8 ms
+ * against the VNNI kernel's 6.8 ms (about 570 GFLOP/s); from 32 rows on it is the faster one
+ * (16 rows: even). benchmarks/bench_quantized.py -k b512 has the 4096-wide products. Cutting k
+ * into L1-sized parts (the accumulators kept in memory between them) measured 3-8% slower. */
 #include "transpose.h" /* first: Python.h sets the feature macros (syscall) */
 
 #include "core/vmath.h"
