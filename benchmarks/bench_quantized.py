@@ -104,11 +104,8 @@ def _qmatmul(name: str, batch: int):
                 cpu_quantized.NATIVE = native
 
         def integer():
-            allowed = cpu_native.NATIVE.set_amx(False)
-            try:
+            with cpu_native.integer_kernels():
                 return mm(wx)
-            finally:
-                cpu_native.NATIVE.set_amx(allowed)
 
         peers = {
             "workbench": lambda: mm(wx),

@@ -42,7 +42,6 @@ _CHUNK_BYTES = 1 << 27
 # blocks run 20% slower (more, smaller products), 16 MiB ones 10% slower, whole batches 25%.
 _CACHE_BYTES = 1 << 22
 _NATIVE_CONV = NATIVE is not None and hasattr(NATIVE, "conv_im2col")
-_F64 = np.dtype(np.float64)
 
 
 def _compute_dtype(a: np.ndarray) -> np.dtype:
@@ -166,7 +165,9 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
 
 def _native(x: np.ndarray) -> bool:
     """Whether the native copies (conv.c) take ``x``: a plain numpy array of a float dtype."""
-    return _NATIVE_CONV and type(x) is np.ndarray and (x.dtype in (F32, _F64) or is_half(x.dtype))
+    if not _NATIVE_CONV or type(x) is not np.ndarray:
+        return False
+    return x.dtype in (F32, np.float64) or is_half(x.dtype)
 
 
 def _native_blocks(n: int, c: int, kernel, out_hw, ct):

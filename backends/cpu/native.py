@@ -16,6 +16,8 @@ import importlib.machinery
 import importlib.util
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 # Most capable first: variant -> the CPU features it needs.
@@ -100,6 +102,22 @@ def info() -> dict:
         out["compiled_with"] = NATIVE.compiled_with()
         out["amx"] = NATIVE.amx_status()
     return out
+
+
+@contextmanager
+def integer_kernels(module: ModuleType | None = None) -> Iterator[None]:
+    """Inside the block, quantized products of ``module`` (default: ``NATIVE``) stay on the
+    integer kernels, AMX off: their results do not depend on how many rows one call takes.
+    A no-op without a native module."""
+    module = module or NATIVE
+    if module is None:
+        yield
+        return
+    allowed = module.set_amx(False)
+    try:
+        yield
+    finally:
+        module.set_amx(allowed)
 
 
 def codes(kind: str) -> dict[str, int]:

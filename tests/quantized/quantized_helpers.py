@@ -68,12 +68,12 @@ def integer_kernels_fixture():
     tests/models/llm imports its own conftest by that name.)"""
     import pytest
 
+    from workbench.backends.cpu.native import integer_kernels
+
     @pytest.fixture(params=native_variants(), ids=lambda mod: mod.variant())
     def native(request):
-        module = request.param
-        allowed = module.set_amx(False)
-        yield module
-        module.set_amx(allowed)
+        with integer_kernels(request.param):
+            yield request.param
 
     return native
 

@@ -19,7 +19,8 @@
  * neither product is written.
  *
  * Error: each factor carries bf16's relative rounding error, at most 2^-9, so
- * |y - sum w x| <= (2^-8 + 2^-18) sum |w x| plus f32 accumulation (stated in the tests). That
+ * |y - sum w x| <= (2^-8 + 2^-18) sum |w x| plus f32 accumulation (the tests allow 2^-8 +
+ * 2^-16 and (k/2 + 2) 2^-24 for the sums). That
  * is the size of the error ggml's Q8 activation quantization makes, which the VNNI kernel
  * (qgemm.c) keeps.
  *

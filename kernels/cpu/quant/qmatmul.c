@@ -12,9 +12,9 @@
  * are unpacked in registers and meet all of them at once (qdot_raw.c, where the ISA and type
  * have it). From WB_AMX_MIN_ROWS rows on a CPU with AMX, x stays f32 and meets bf16 weight
  * panels in tiles (qgemm_amx.c). More rows otherwise go to the panel micro-kernel (qgemm.c:
- * 16 decoded weight rows times tiles of 8 activation rows, AVX-512 VNNI); where the ISA has none, each thread decodes a
- * row into its scratch (quant.h) and takes its dot products with WB_QDOT_ROWS activation rows
- * at a time. */
+ * 16 decoded weight rows times tiles of 8 activation rows, AVX-512 VNNI); where the ISA has
+ * none, each thread decodes a row into its scratch (quant.h) and takes its dot products with
+ * WB_QDOT_ROWS activation rows at a time. */
 #include "quant.h"
 
 #include <stdlib.h>

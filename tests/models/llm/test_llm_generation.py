@@ -90,10 +90,8 @@ def batch_invariant_kernels():
     logits may go the other way.)"""
     from workbench.backends.cpu import native
 
-    allowed = native.NATIVE.set_amx(False) if native.NATIVE is not None else None
-    yield
-    if native.NATIVE is not None:
-        native.NATIVE.set_amx(allowed)
+    with native.integer_kernels():
+        yield
 
 
 @pytest.mark.usefixtures("batch_invariant_kernels")

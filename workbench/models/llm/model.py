@@ -179,9 +179,11 @@ class _Block:
         if vb.contains("ffn_gate.weight"):
             self.gate, self.up = proj("ffn_gate", c.n_ff, d, 0), proj("ffn_up", c.n_ff, d, 0)
             self.gate_up = None
+            self.glu_fuses = self.gate.fuses_with(self.up)
         else:  # phi3: gate and up stacked in ffn_up, gate first
             self.gate = self.up = None
             self.gate_up = proj("ffn_up", 2 * c.n_ff, d, 0, (c.n_ff, c.n_ff))
+            self.glu_fuses = False
         self.down = proj("ffn_down", d, c.n_ff, 1)
         self.post_ffw_norm = opt_vec("post_ffw_norm.weight", d)
 
@@ -414,7 +416,7 @@ class Transformer(BatchForward):
         gelu = self.config.activation != "silu"  # else GELU, tanh form
         if blk.gate_up is not None:
             kernels.glu(blk.gate_up(h), None, gelu, ws.act)
-        elif not blk.gate.fuses_with(blk.up) or not kernels.qmatmul_glu_into(
+        elif not blk.glu_fuses or not kernels.qmatmul_glu_into(
             blk.gate.raw, blk.up.raw, blk.gate.type_id, h, gelu, ws.act
         ):
             kernels.glu(blk.gate(h, ws.g), blk.up(h, ws.u), gelu, ws.act)
