@@ -1,11 +1,14 @@
-"""The many-row path of the native quantized product (kernels/cpu/quant/qgemm.c on AVX-512
-VNNI: panels of 16 weight rows times tiles of 8 activation rows) for every block type.
+"""The many-row path of the native quantized product (kernels/cpu/quant/qgemm.c: panels of
+16 weight rows times tiles of 8 activation rows on AVX-512 VNNI, 8 times 4 on AVX2) for every
+block type.
 
 Activations Q8 represents exactly (integers with 127 in each block: d = 1, q = x) make the
 result the float64 product with gguf-py's decoded weight up to f32 rounding, at every batch
-(1..3 the raw small-batch kernels, 7, 64, 65 the tiles with and without a partial last tile),
+(1..3 the raw small-batch kernels; 7 the tiles on AVX-512 and the row loops on AVX2; 8, 15,
+16, 17 around AVX2's crossovers; 64, 65 the tiles with and without a partial last tile),
 with odd block counts and weight row counts that leave a partial panel. Each row of a batch
-must also match that row alone (the batch-1 kernel) to f32 rounding.
+must also match that row alone (the batch-1 kernel) to f32 rounding. Blocks of every type's
+largest levels against activations of 127 show that AVX2's int16 sums never saturate.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from quantized_helpers import (
+    F16_FIELDS,
     NATIVE_TYPES,
     assert_exact,
     exact_case,
@@ -35,7 +39,7 @@ def _shape(name: str, blocks: int) -> int:
 
 
 @pytest.mark.parametrize("name", NATIVE_TYPES)
-@pytest.mark.parametrize("batch", [1, 2, 3, 7, 64, 65])
+@pytest.mark.parametrize("batch", [1, 2, 3, 7, 8, 15, 16, 17, 64, 65])
 def test_matches_float64_product(native, name, batch):
     n, k = 37, _shape(name, 3 if ggml.BY_NAME[name].block_size == 256 else 7)
     raw, x, ref, scale = exact_case(name, n, k, batch, seed=batch)
@@ -65,3 +69,23 @@ def test_nan_activation_block_gives_nan(native, name):
     got = native_qmatmul(native, raw, name, n, k, x)
     assert np.isnan(got[4]).all()
     assert np.isfinite(np.delete(got, 4, axis=0)).all()
+
+
+# The byte whose bits give each level its largest magnitude in the form the kernels multiply:
+# all ones for offset levels (u = q + o at its top), -128 for Q8's, index 0 (-127) for IQ4's.
+EXTREME_FILL = {"Q8_0": 0x80, "Q8_1": 0x80, "Q8_K": 0x80, "IQ4_NL": 0x00, "IQ4_XS": 0x00}
+
+
+@pytest.mark.parametrize("name", NATIVE_TYPES)
+def test_extreme_levels_do_not_saturate(native, name):
+    info = ggml.BY_NAME[name]
+    n, k, batch = 11, _shape(name, 2 if info.block_size == 256 else 8), 17
+    fill = EXTREME_FILL.get(name, 0xFF)
+    raw = np.full((n * k // info.block_size, info.type_size), fill, np.uint8)
+    for start in F16_FIELDS.get(name, ()):
+        raw[:, start : start + 2] = np.array([1.0], "<f2").view(np.uint8)
+    if name == "Q8_K":
+        raw[:, 0:4] = np.array([1.0], "<f4").view(np.uint8)
+    w = reference_weights(raw, name, (n, k)).astype(np.float64)
+    x = np.full((batch, k), 127.0, np.float32)
+    assert_exact(native_qmatmul(native, raw, name, n, k, x), x @ w.T, np.abs(x) @ np.abs(w.T))

@@ -12,9 +12,9 @@
  * are unpacked in registers and meet all of them at once (qdot_raw.c, where the ISA and type
  * have it). From WB_AMX_MIN_ROWS rows on a CPU with AMX, x stays f32 and meets bf16 weight
  * panels in tiles (qgemm_amx.c). More rows otherwise go to the panel micro-kernel (qgemm.c:
- * 16 decoded weight rows times tiles of 8 activation rows, AVX-512 VNNI); where the ISA has
- * none, each thread decodes a row into its scratch (quant.h) and takes its dot products with
- * WB_QDOT_ROWS activation rows at a time. */
+ * panels of decoded weight rows times tiles of activation rows, AVX-512 VNNI or AVX2); where
+ * the ISA has none, or below its crossover, each thread decodes a row into its scratch
+ * (quant.h) and takes its dot products with WB_QDOT_ROWS activation rows at a time. */
 #include "quant.h"
 
 #include <stdlib.h>
@@ -202,7 +202,7 @@ static int qmatmul_run(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t
     }
     if (m > WB_QDOT_ROWS) {
         const int rc = wb_qgemm(t, raw, n, k, m, acts.q, acts.d, acts.s, acts.bsum, out, threads);
-        if (rc != 1) { /* 1: this ISA has no panel kernel, the loops below run */
+        if (rc != 1) { /* 1: no panel kernel here for m rows, the loops below run */
             free_acts(&acts);
             return rc;
         }

@@ -87,7 +87,8 @@ wb_qdot_raw_fn wb_qdot_raw_find(const wb_qtype *t);
 
 /* Many activation rows at once (qgemm.c): m rows of quantized activations (q, d, s, bsum as
  * in wb_arow, row after row) times the n weight rows in raw blocks, out (m, n). Returns 0,
- * -1 when out of memory, or 1 where this ISA has no such kernel (nothing done). */
+ * -1 when out of memory, or 1 where this ISA has no such kernel or m is under its crossover
+ * (nothing done). */
 int wb_qgemm(const wb_qtype *t, const uint8_t *raw, int64_t n, int64_t k, int64_t m,
              const int8_t *q, const float *d, const float *s, const int16_t *bsum, float *out,
              int threads);
