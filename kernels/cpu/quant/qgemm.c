@@ -144,7 +144,7 @@ static void decode_panel(const wb_qtype *t, const uint8_t *raw, int64_t row_byte
             for (int c = 0; c < NC; c++) p->fm[NC * b + c] = w[c].dm[b];
 }
 
-/* Row r's 4 levels of group g, broadcast to every lane. */
+/* Row r's 4 levels of group g, as one int32 to broadcast. */
 INLINE int32_t levels4(const int8_t *x, int g, int r) {
     int32_t x4;
     memcpy(&x4, x + 4 * (MR * g + r), 4);
