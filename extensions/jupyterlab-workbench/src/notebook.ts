@@ -27,6 +27,9 @@ export class NotebookTimings implements INotebookTimings {
     });
     this.comm.stateChanged.connect(this._emitRefreshed, this);
     this.comm.autoChanged.connect(this._emitRefreshed, this);
+    // The panel shows the notebook's name: follow renames (and "New Notebook"
+    // naming an Untitled one after it is shown).
+    this._context.pathChanged.connect(this._emitRefreshed, this);
     // Timings of the previous kernel stay, marked, until their cells run again.
     this.comm.restarted.connect(() => this.store.markStale(), this);
     void this._context.ready.then(() => {

@@ -549,7 +549,8 @@ test.describe('auto mode', () => {
   });
 
   test('shows cells profiled over the comm, across restarts and notebooks', async ({
-    page
+    page,
+    tmpPath
   }) => {
     // Many kernel round trips: on 2 loaded cores this runs past the default 120 s.
     test.slow();
@@ -650,6 +651,14 @@ test.describe('auto mode', () => {
     await expect(sections(page)).toHaveCount(0);
     await page.notebook.activate('auto.ipynb');
     await expect(name).toHaveText('auto.ipynb');
+    await expect(sections(page)).toHaveCount(2);
+    // A rename shows at once, and the timings stay with the notebook.
+    await page.evaluate(
+      ([from, to]) =>
+        (window as any).jupyterapp.serviceManager.contents.rename(from, to),
+      [`${tmpPath}/auto.ipynb`, `${tmpPath}/renamed.ipynb`]
+    );
+    await expect(name).toHaveText('renamed.ipynb');
     await expect(sections(page)).toHaveCount(2);
   });
 
