@@ -387,15 +387,15 @@ static void *pack_tiles(const wb_qtype *t, int64_t k, int64_t m, const int8_t *q
 }
 
 /* Fewer activation rows go to the caller's loops. AVX2's crossovers with them, measured at
- * 1 thread on 768 x 3072 and 3072 x 768 weights (us a row, loops -> tiles): Q4_0 at 5 rows
- * 134 -> 114, Q8_0 133 -> 131, at 8 rows 106 -> 72 and 102 -> 81; Q4_K at 8 rows 86 -> 80,
- * Q6_K 68 -> 82, at 16 rows 77 -> 59 and 62 -> 61. */
+ * 1 thread on a 768 x 3072 weight (us a row, loops -> tiles): Q4_0 at 5 rows 126 -> 101,
+ * Q8_0 124 -> 128, at 6 rows 120 -> 84 and 116 -> 105; Q4_K at 6 rows 95 -> 102, at 8 rows
+ * 87 -> 75; Q6_K at 8 rows 71 -> 82, at 12 rows 69 -> 65. */
 static int64_t min_rows(const wb_qtype *t) {
 #if NC == 16
     (void)t;
     return 0;
 #else
-    return t->scale_block == 32 ? 8 : 16;
+    return t->scale_block == 32 ? 6 : 12;
 #endif
 }
 
