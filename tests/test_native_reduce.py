@@ -357,6 +357,22 @@ def test_sizes_around_chunks_and_threads(n, nthreads):
         threads.set_num_threads(old)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("n", [15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 257, 300])
+def test_row_extrema_around_the_lane_blocks(dtype, n):
+    """Row max / min whose extremum or NaN sits in the lane blocks, their last lane or the tail
+    (8 vectors of lanes: 128 f32 / 64 f64 with AVX-512, 64 / 32 with AVX2, 32 / 16 with SSE),
+    as numpy finds them (WORKBENCH_NATIVE_VARIANT picks the variant under test)."""
+    rng = np.random.default_rng(n)
+    for at in sorted({0, n // 2, n - n % 16 - 1, n - n % 64 - 1, n - 1} - {-1}):
+        x = rng.standard_normal((3, n)).astype(DTYPES[dtype])
+        x[0, at], x[1, at], x[2, at] = 50.0, -50.0, np.nan
+        s, layout = operand(x, x)
+        for op, ref in (("max", x.max(axis=1)), ("min", x.min(axis=1))):
+            got = s.reduce(op, layout, (1,), False, dtype).array
+            np.testing.assert_array_equal(got, ref, err_msg=f"{op} at {at}")
+
+
 TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
 
 

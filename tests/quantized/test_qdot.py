@@ -137,6 +137,23 @@ def test_activation_quantizer_matches_gguf_py(native):
     np.testing.assert_array_equal(out_1, ggml.quantize(x, "Q8_1").reshape(-1))
 
 
+def test_activation_quantizer_rounds_ties_away_from_zero(native):
+    """ggml's roundf: a block whose largest |x| is 127 has d = 1, so x itself is the level;
+    halves go away from zero (np.round, half to even, would differ) and the Q8_1 sum is exact."""
+    half = np.arange(-127, 127, dtype=np.float32)[:64] + 0.5  # -126.5 ... -63.5
+    x = np.concatenate([half, -half, np.tile([127.0, 0.5, -0.5, 2.5], 16)]).astype(np.float32)
+    x[::32] = 127.0  # each block's maximum
+    out = np.empty(x.size // 32 * 36, np.uint8)
+    native.quantize_activations(x, IDS["Q8_1"], out)
+    blocks = out.reshape(-1, 36)
+    levels = blocks[:, 4:].view(np.int8).reshape(-1)
+    want = np.sign(x) * np.floor(np.abs(x) + 0.5)
+    np.testing.assert_array_equal(levels, want.astype(np.int8))
+    d, s = blocks[:, :4].copy().view(np.float16).astype(np.float32).T
+    np.testing.assert_array_equal(d, 1.0)
+    np.testing.assert_array_equal(s, want.reshape(-1, 32).sum(1).astype(np.float16))
+
+
 def test_non_finite_activations_give_nan(native):
     rng = np.random.default_rng(6)
     raw, _ = _weights("Q4_0", 4, 64, rng)

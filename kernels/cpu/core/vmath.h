@@ -19,27 +19,27 @@
 static inline uint32_t wb_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float wb_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-/* exp(x) = 2^n exp(r), n = round(x log2 e), |r| <= ln2 / 2, exp(r) by its Taylor series to r^7
- * (truncation < 1e-8). n is found with the 1.5 * 2^23 rounding trick (no float->int cast, so
- * NaN is harmless), and 2^n is applied as two factors so that results down to the subnormals
- * (n >= -150) are exact. Inputs are clamped to [-104, 88.8]: exp(-104) rounds to 0 and
- * exp(88.8) to inf. */
+/* exp(x) = 2^n exp(r), n = round(x log2 e), |r| <= ln2 / 2, exp(r) = 1 + r + r^2 q(r) with q
+ * of degree 4 fitted to (exp(r) - 1 - r) / r^2 (weighted least squares on Chebyshev nodes,
+ * relative error under 4e-9). n is found with the 1.5 * 2^23 rounding trick (no float->int
+ * cast, so NaN is harmless), r by Cody-Waite in two fused steps, and 2^n is applied as two
+ * factors so that results down to the subnormals (n >= -150) are exact. Inputs are clamped to
+ * [-104, 88.8]: exp(-104) rounds to 0 and exp(88.8) to inf. */
 static inline float wb_expf(float x) {
     float xc = x < -104.0f ? -104.0f : x;
     xc = x > 88.8f ? 88.8f : xc; /* x, not xc: through a known xc gcc threads the branches, and
                                   * loops of wb_expf over a vector of lanes stay scalar */
     const float shift = 12582912.0f; /* 1.5 * 2^23 */
-    const float t = xc * 1.44269504088896341f + shift;
+    const float t = WB_FMA(xc, 1.44269504088896341f, shift);
     const float n = t - shift;
     const int32_t ni = (int32_t)(wb_f2u(t) - wb_f2u(shift)); /* n as an integer, in [-150, 128] */
-    float r = xc - n * 0.693145751953125f;                   /* ln 2, high bits: n r exact */
-    r = r - n * 1.428606765330187045e-06f;                   /* ln 2, low bits */
-    float p = 1.0f / 5040.0f;
-    p = WB_FMA(p, r, 1.0f / 720.0f);
-    p = WB_FMA(p, r, 1.0f / 120.0f);
-    p = WB_FMA(p, r, 1.0f / 24.0f);
-    p = WB_FMA(p, r, 1.0f / 6.0f);
-    p = WB_FMA(p, r, 0.5f);
+    float r = WB_FMA(n, -0.693145751953125f, xc);             /* ln 2, high bits: n r exact */
+    r = WB_FMA(n, -1.428606765330187045e-06f, r);             /* ln 2, low bits */
+    float p = 1.3814613e-3f;
+    p = WB_FMA(p, r, 8.3687101e-3f);
+    p = WB_FMA(p, r, 4.1668389e-2f);
+    p = WB_FMA(p, r, 0.16666521f);
+    p = WB_FMA(p, r, 0.49999994f);
     p = WB_FMA(p, r, 1.0f);
     p = WB_FMA(p, r, 1.0f);
     /* each in [-75, 64]: normal powers of two (>> is floor(ni / 2) in gcc and clang: one

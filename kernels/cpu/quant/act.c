@@ -29,7 +29,37 @@ static inline float absmax(const float *x, int n, float *signed_max, int *finite
     return amax;
 }
 
-#if WB_HAS_AVX2
+#if WB_HAS_AVX512
+/* One block of 32 in two 16-lane halves, as the scalar loop below (same roundings, same NaN
+ * rule): roundf is trunc, then a step away from zero where the dropped fraction is >= 1/2;
+ * vpmovsdb narrows each half in order, and each half's levels sum to its bsum. */
+static inline void q8_32_block(const float *xb, int8_t *qb, float *d, float *s, int16_t *bsum) {
+    const __m512 v[2] = {_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)};
+    const __m512 a0 = _mm512_abs_ps(v[0]), a1 = _mm512_abs_ps(v[1]);
+    const __mmask16 bad = _mm512_cmp_ps_mask(a0, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ) |
+                          _mm512_cmp_ps_mask(a1, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+    const int finite = bad == 0;
+    const float db = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)) / 127.0f;
+    const __m512 id = _mm512_set1_ps(finite && db != 0.0f ? 1.0f / db : 0.0f);
+    int sum[2];
+    for (int h = 0; h < 2; h++) {
+        const __m512 x = _mm512_mul_ps(v[h], id);
+        const __m512 t = _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(x, t)),
+                                                _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+        const __m512 step = _mm512_or_ps(_mm512_and_ps(x, _mm512_set1_ps(-0.0f)),
+                                         _mm512_set1_ps(1.0f));
+        const __m512i n = _mm512_maskz_cvtps_epi32(finite ? 0xffff : 0, /* zero levels */
+                                                   _mm512_mask_add_ps(t, up, t, step));
+        _mm_storeu_si128((__m128i *)(qb + 16 * h), _mm512_cvtsepi32_epi8(n));
+        sum[h] = _mm512_reduce_add_epi32(n);
+    }
+    *d = finite ? wb_f16_to_f32(wb_f32_to_f16(db)) : NAN;
+    if (s) *s = finite ? wb_f16_to_f32(wb_f32_to_f16(db * (float)(sum[0] + sum[1]))) : NAN;
+    bsum[0] = (int16_t)sum[0];
+    bsum[1] = (int16_t)sum[1];
+}
+#elif WB_HAS_AVX2
 /* roundf (half away from zero) of 8 lanes: truncate, then step away from zero where the
  * dropped fraction is at least 1/2 (v - trunc(v) is exact). */
 static inline __m256 round_away(__m256 v) {
