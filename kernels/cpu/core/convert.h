@@ -164,4 +164,30 @@ static inline __attribute__((always_inline)) void wb_half_lanes_store(int dt, ui
 #endif
 }
 
+/* AVX512-BF16's vcvtneps2bf16 rounds 16 lanes as wb_f32_to_bf16 does (nearest even; NaN ->
+ * its top half | 0x40) in one instruction, where the integer sequence above takes ten. It reads
+ * subnormal inputs as zero, so a vector holding one takes that sequence. The avx512 variant is
+ * compiled without the extension: kernels built around this store carry WB_BF16NI_FN and run
+ * where wb_bf16ni_usable() says so (never, in the other variants). */
+#if defined(__AVX512F__) && (defined(__clang__) || __GNUC__ >= 11)
+#define WB_BF16NI_FN __attribute__((target("avx512bf16")))
+
+static inline int wb_bf16ni_usable(void) { return __builtin_cpu_supports("avx512bf16"); }
+
+WB_BF16NI_FN static inline __attribute__((always_inline)) void wb_bf16ni_lanes_store(
+    int dt, uint16_t *p, const float *restrict t) {
+    (void)dt;
+    const __m512 v = _mm512_loadu_ps(t);
+    if (__builtin_expect(_mm512_fpclass_ps_mask(v, 0x20) != 0, 0)) { /* 0x20: subnormal */
+        wb_half_lanes_store(WB_BF16, p, t);
+        return;
+    }
+    _mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(v));
+}
+#else
+#define WB_BF16NI_FN
+static inline int wb_bf16ni_usable(void) { return 0; }
+#define wb_bf16ni_lanes_store wb_half_lanes_store
+#endif
+
 #endif /* WB_CONVERT_H */

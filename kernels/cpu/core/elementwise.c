@@ -33,18 +33,33 @@ typedef struct {
  * if-converts the selects of vmath.h) turns it into one vector iteration. */
 #define WB_LANES_LOOP _Pragma("GCC unroll 1")
 
+typedef void (*wb_lanes_store)(int dt, uint16_t *p, const float *restrict t);
+
 /* The fused half-precision loop of one unary op ``f`` (inlined: gcc vectorises f over the
- * WB_HLANES lanes). The tail goes through a zero-padded copy, so every element takes the same
- * conversions. */
-WB_INLINE void half_unary(float (*f)(float, float, float), int dt, const uint16_t *x,
-                          Py_ssize_t sx, uint16_t *restrict o, Py_ssize_t n, float p0, float p1) {
+ * WB_HLANES lanes), rounding through ``store`` (inlined too). Two vectors a step, so that two
+ * chains of f's arithmetic interleave (f16 exp 4% faster than one). The tail goes through a
+ * zero-padded copy, so every element takes the same conversions. */
+WB_INLINE void half_unary(float (*f)(float, float, float), wb_lanes_store store, int dt,
+                          const uint16_t *x, Py_ssize_t sx, uint16_t *restrict o, Py_ssize_t n,
+                          float p0, float p1) {
     float t[WB_HLANES];
     Py_ssize_t i = 0;
+    for (; i + 2 * WB_HLANES <= n; i += 2 * WB_HLANES) {
+        float u[WB_HLANES];
+        wb_half_lanes_load(dt, x + i * sx, sx, t);
+        wb_half_lanes_load(dt, x + (i + WB_HLANES) * sx, sx, u);
+        WB_LANES_LOOP
+        for (int j = 0; j < WB_HLANES; j++) t[j] = f(t[j], p0, p1);
+        WB_LANES_LOOP
+        for (int j = 0; j < WB_HLANES; j++) u[j] = f(u[j], p0, p1);
+        store(dt, o + i, t);
+        store(dt, o + i + WB_HLANES, u);
+    }
     for (; i + WB_HLANES <= n; i += WB_HLANES) {
         wb_half_lanes_load(dt, x + i * sx, sx, t);
         WB_LANES_LOOP
         for (int j = 0; j < WB_HLANES; j++) t[j] = f(t[j], p0, p1);
-        wb_half_lanes_store(dt, o + i, t);
+        store(dt, o + i, t);
     }
     if (i == n) return;
     uint16_t xt[WB_HLANES] = {0}, ot[WB_HLANES];
@@ -52,7 +67,7 @@ WB_INLINE void half_unary(float (*f)(float, float, float), int dt, const uint16_
     wb_half_lanes_load(dt, xt, 1, t);
     WB_LANES_LOOP
     for (int j = 0; j < WB_HLANES; j++) t[j] = f(t[j], p0, p1);
-    wb_half_lanes_store(dt, ot, t);
+    store(dt, ot, t);
     memcpy(o + i, ot, sizeof(uint16_t) * (size_t)(n - i));
 }
 
@@ -65,10 +80,17 @@ WB_INLINE void half_unary(float (*f)(float, float, float), int dt, const uint16_
                                float p0, float p1) {                                          \
         for (Py_ssize_t i = 0; i < n; i++) o[i] = u_##name##_1(xs[i], p0, p1);                \
     }                                                                                         \
+    WB_BF16NI_FN static void u_##name##_bf16ni(const uint16_t *x, Py_ssize_t sx,              \
+                                               uint16_t *restrict o, Py_ssize_t n, float p0,  \
+                                               float p1) {                                    \
+        half_unary(u_##name##_1, wb_bf16ni_lanes_store, WB_BF16, x, sx, o, n, p0, p1);        \
+    }                                                                                         \
     static void u_##name##_half(int dt, const uint16_t *x, Py_ssize_t sx, uint16_t *restrict o, \
                                 Py_ssize_t n, float p0, float p1) {                           \
-        if (dt == WB_BF16) half_unary(u_##name##_1, WB_BF16, x, sx, o, n, p0, p1);            \
-        else half_unary(u_##name##_1, WB_F16, x, sx, o, n, p0, p1);                           \
+        if (dt == WB_BF16 && wb_bf16ni_usable()) u_##name##_bf16ni(x, sx, o, n, p0, p1);       \
+        else if (dt == WB_BF16)                                                               \
+            half_unary(u_##name##_1, wb_half_lanes_store, WB_BF16, x, sx, o, n, p0, p1);      \
+        else half_unary(u_##name##_1, wb_half_lanes_store, WB_F16, x, sx, o, n, p0, p1);      \
     }                                                                                         \
     static void u_##name##_f64(const double *restrict xs, double *restrict o, Py_ssize_t n,     \
                                double p0, double p1) {                                        \
@@ -152,8 +174,9 @@ typedef void (*wb_cmp_f64)(const double *restrict a, const double *restrict b,
                            uint8_t *restrict o, Py_ssize_t n);
 
 /* The fused half-precision loop of one binary op ``f``, as half_unary (stride 0 broadcasts). */
-WB_INLINE void half_binary(float (*f)(float, float), int dt, const uint16_t *a, Py_ssize_t sa,
-                           const uint16_t *b, Py_ssize_t sb, uint16_t *restrict o, Py_ssize_t n) {
+WB_INLINE void half_binary(float (*f)(float, float), wb_lanes_store store, int dt,
+                           const uint16_t *a, Py_ssize_t sa, const uint16_t *b, Py_ssize_t sb,
+                           uint16_t *restrict o, Py_ssize_t n) {
     float ta[WB_HLANES], tb[WB_HLANES];
     Py_ssize_t i = 0;
     for (; i + WB_HLANES <= n; i += WB_HLANES) {
@@ -161,7 +184,7 @@ WB_INLINE void half_binary(float (*f)(float, float), int dt, const uint16_t *a, 
         wb_half_lanes_load(dt, b + i * sb, sb, tb);
         WB_LANES_LOOP
         for (int j = 0; j < WB_HLANES; j++) ta[j] = f(ta[j], tb[j]);
-        wb_half_lanes_store(dt, o + i, ta);
+        store(dt, o + i, ta);
     }
     if (i == n) return;
     uint16_t at[WB_HLANES] = {0}, bt[WB_HLANES] = {0}, ot[WB_HLANES];
@@ -170,7 +193,7 @@ WB_INLINE void half_binary(float (*f)(float, float), int dt, const uint16_t *a, 
     wb_half_lanes_load(dt, bt, 1, tb);
     WB_LANES_LOOP
     for (int j = 0; j < WB_HLANES; j++) ta[j] = f(ta[j], tb[j]);
-    wb_half_lanes_store(dt, ot, ta);
+    store(dt, ot, ta);
     memcpy(o + i, ot, sizeof(uint16_t) * (size_t)(n - i));
 }
 
@@ -180,10 +203,17 @@ WB_INLINE void half_binary(float (*f)(float, float), int dt, const uint16_t *a, 
                                float *restrict o, Py_ssize_t n) {                             \
         for (Py_ssize_t i = 0; i < n; i++) o[i] = b_##name##_1(as[i], bs[i]);                 \
     }                                                                                         \
+    WB_BF16NI_FN static void b_##name##_bf16ni(const uint16_t *a, Py_ssize_t sa,              \
+                                               const uint16_t *b, Py_ssize_t sb,              \
+                                               uint16_t *restrict o, Py_ssize_t n) {          \
+        half_binary(b_##name##_1, wb_bf16ni_lanes_store, WB_BF16, a, sa, b, sb, o, n);        \
+    }                                                                                         \
     static void b_##name##_half(int dt, const uint16_t *a, Py_ssize_t sa, const uint16_t *b,   \
                                 Py_ssize_t sb, uint16_t *restrict o, Py_ssize_t n) {          \
-        if (dt == WB_BF16) half_binary(b_##name##_1, WB_BF16, a, sa, b, sb, o, n);            \
-        else half_binary(b_##name##_1, WB_F16, a, sa, b, sb, o, n);                           \
+        if (dt == WB_BF16 && wb_bf16ni_usable()) b_##name##_bf16ni(a, sa, b, sb, o, n);        \
+        else if (dt == WB_BF16)                                                               \
+            half_binary(b_##name##_1, wb_half_lanes_store, WB_BF16, a, sa, b, sb, o, n);      \
+        else half_binary(b_##name##_1, wb_half_lanes_store, WB_F16, a, sa, b, sb, o, n);      \
     }                                                                                         \
     static void b_##name##_f64(const double *restrict as, const double *restrict bs,           \
                                double *restrict o, Py_ssize_t n) {                            \
