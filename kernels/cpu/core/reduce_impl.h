@@ -65,14 +65,14 @@ WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
 #else
 #define WB_EXT_L (8 * 16 / (int)sizeof(WB_T))
 #endif
-#define WB_LANE_EXT(name, EXPR, CMP, INIT)                                                      \
+#define WB_LANE_EXT(name, EXPR, CMP, INIT)                                                    \
     static WB_T WB_SFX(name)(const WB_T *restrict x, Py_ssize_t n) {                          \
-        WB_T acc[WB_EXT_L], m = (INIT);                                                            \
-        for (int j = 0; j < WB_EXT_L; j++) acc[j] = (INIT);                                        \
-        const Py_ssize_t whole = n - n % WB_EXT_L;                                                 \
-        for (Py_ssize_t i = 0; i < whole; i += WB_EXT_L) {                                         \
-            prefetch_ahead(x + i, WB_EXT_L * sizeof(WB_T));                                        \
-            for (int j = 0; j < WB_EXT_L; j++) {                                                   \
+        WB_T acc[WB_EXT_L], m = (INIT);                                                       \
+        for (int j = 0; j < WB_EXT_L; j++) acc[j] = (INIT);                                   \
+        const Py_ssize_t whole = n - n % WB_EXT_L;                                            \
+        for (Py_ssize_t i = 0; i < whole; i += WB_EXT_L) {                                    \
+            prefetch_ahead(x + i, WB_EXT_L * sizeof(WB_T));                                   \
+            for (int j = 0; j < WB_EXT_L; j++) {                                              \
                 const WB_T v = x[i + j], e = (EXPR);                                          \
                 acc[j] = (e CMP acc[j] || e != e) ? e : acc[j];                               \
             }                                                                                 \
@@ -82,7 +82,7 @@ WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
             m = (e CMP m || e != e) ? e : m;                                                  \
         }                                                                                     \
         _Pragma("GCC unroll 8")                                                               \
-        for (int h = WB_EXT_L / 2; h > 0; h /= 2)                                                  \
+        for (int h = WB_EXT_L / 2; h > 0; h /= 2)                                             \
             for (int j = 0; j < h; j++) {                                                     \
                 const WB_T b = acc[j + h];                                                    \
                 acc[j] = (b CMP acc[j] || b != b) ? b : acc[j];                               \
