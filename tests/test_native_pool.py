@@ -91,3 +91,23 @@ def test_native_max_pool_gradient_matches_the_numpy_path(dtype, monkeypatch):
     tol = 1e-6 if dtype in ("f32", "f64") else 1e-2
     np.testing.assert_allclose(native.to_dtype(wb.f64).numpy(),
                                reference.to_dtype(wb.f64).numpy(), rtol=tol, atol=tol)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "f16"])
+@pytest.mark.parametrize("width", [2, 3, 14, 15, 16, 17, 30, 32, 33, 34, 47, 64, 66, 67])
+def test_native_2x2_tiles_around_the_vector_widths(dtype, width):
+    """2×2 windows at stride 2 (the tile path: 16 or 8 outputs a vector for f32, scalar for the
+    rest) against torch's max_pool2d: values and argmax, with ties, NaN, ±inf at random taps
+    and an odd height (the last row left out)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(width)
+    values = rng.integers(-2, 3, (2, 3, 7, width)).astype(np.float64)
+    flat = values.reshape(-1)
+    for special in (np.nan, np.inf, -np.inf):
+        flat[rng.choice(flat.size, flat.size // 10, replace=False)] = special
+    x = wb.tensor(values).to_dtype(getattr(wb, dtype))
+    reference = torch.from_numpy(x.to_dtype(wb.f64).numpy())
+    expected, expected_at = torch.nn.functional.max_pool2d(reference, 2, return_indices=True)
+    got, got_at = wb.max_pool2d(x, 2, return_indices=True)
+    np.testing.assert_array_equal(got.to_dtype(wb.f64).numpy(), expected.numpy())
+    np.testing.assert_array_equal(got_at.numpy(), expected_at.numpy())

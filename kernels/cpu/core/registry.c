@@ -1,6 +1,7 @@
 /* The core kernel family's functions (threads, elementwise, reductions, fused row ops,
  * batch norm, attention, pooling, convolution copies, relu's backward, optimizer steps, MPI's
- * all_reduce call): each file exports a NULL-terminated PyMethodDef table, added here. */
+ * all_reduce call, the heap's policy): each file exports a NULL-terminated PyMethodDef table,
+ * added here. */
 #include "wb_native.h"
 
 #include "nd.h"
@@ -14,7 +15,7 @@ extern PyMethodDef wb_llm_attention_methods[], wb_llm_rows_methods[];
 extern PyMethodDef wb_pool_methods[], wb_conv_methods[];
 extern PyMethodDef wb_batchnorm_methods[];
 extern PyMethodDef wb_relu_backward_methods[], wb_optim_methods[];
-extern PyMethodDef wb_mpi_call_methods[];
+extern PyMethodDef wb_mpi_call_methods[], wb_heap_methods[];
 
 int wb_register_core(PyObject *module) {
     if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
@@ -38,7 +39,9 @@ int wb_register_core(PyObject *module) {
     if (PyModule_AddFunctions(module, wb_relu_backward_methods) < 0 ||
         PyModule_AddFunctions(module, wb_optim_methods) < 0)
         return -1;
-    if (PyModule_AddFunctions(module, wb_mpi_call_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, wb_mpi_call_methods) < 0 ||
+        PyModule_AddFunctions(module, wb_heap_methods) < 0)
+        return -1;
     if (PyModule_AddFunctions(module, wb_llm_attention_methods) < 0 ||
         PyModule_AddFunctions(module, wb_llm_rows_methods) < 0)
         return -1;
