@@ -128,3 +128,24 @@ def test_rmatmul_with_numpy_array():
     out = a @ wb.tensor(b)
     assert isinstance(out, wb.Tensor)
     np.testing.assert_allclose(out.numpy(), a @ b)
+
+
+@pytest.mark.parametrize("side", ["weight on the right", "weight on the left"])
+def test_gradient_of_a_transposed_matrix_reaches_it_contiguous(side):
+    """x @ W.t() (a linear layer) or W.t() @ x: W's gradient equals torch's and is
+    contiguous like W, so the optimizers' fused steps take it."""
+    w = uniform((4, 3), seed=1)
+    if side == "weight on the right":
+        x, g = uniform((5, 3)), uniform((5, 4), seed=2)
+    else:
+        x, g = uniform((4, 5)), uniform((3, 5), seed=2)
+
+    def product(x, w):
+        return x @ w.t() if side == "weight on the right" else w.t() @ x
+
+    wbw = wb.tensor(w, requires_grad=True)
+    product(wb.tensor(x), wbw).backward(wb.tensor(g))
+    tw = torch.tensor(w, requires_grad=True)
+    product(torch.tensor(x), tw).backward(torch.tensor(g))
+    assert wbw.grad.is_contiguous
+    np.testing.assert_allclose(wbw.grad.numpy(), tw.grad.numpy(), rtol=1e-12)

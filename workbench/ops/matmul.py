@@ -44,8 +44,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     out = new(a._storage.matmul(la, b._storage, lb), (*batch, m, n), a.dtype, a.device)
 
     def backward(g: Tensor):
-        ga = sum_to_shape(g @ b2.transpose(-1, -2), a2.shape) if a2.requires_grad else None
-        gb = sum_to_shape(a2.transpose(-1, -2) @ g, b2.shape) if b2.requires_grad else None
+        ga = _product_like(a2, g, b2.transpose(-1, -2)) if a2.requires_grad else None
+        gb = _product_like(b2, a2.transpose(-1, -2), g) if b2.requires_grad else None
         return ga, gb
 
     if a.ndim == 1 or b.ndim == 1:
@@ -56,6 +56,22 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             out2 = out2.squeeze(-1)
         return out2
     return record(out, "matmul", (a2, b2), backward, saved=(a2, b2))
+
+
+def _transposed_matrix(t: Tensor) -> bool:
+    """Whether ``t`` is the transpose of a contiguous matrix (``W.t()`` of a linear layer)."""
+    layout = t._layout
+    return t.ndim == 2 and not layout.is_contiguous and layout.permute((1, 0)).is_contiguous
+
+
+def _product_like(x: Tensor, left: Tensor, right: Tensor) -> Tensor:
+    """The gradient of operand ``x``, ``left @ right`` summed to x's shape. Where x is a
+    transposed contiguous matrix it is computed as (rightᵀ @ leftᵀ)ᵀ, in x's layout, so the
+    gradient that reaches the matrix itself (a linear layer's weight) is contiguous, as the
+    optimizers' fused steps need, with no copy."""
+    if _transposed_matrix(x) and left.ndim == 2 and right.ndim == 2:
+        return (right.transpose(0, 1) @ left.transpose(0, 1)).transpose(0, 1)
+    return sum_to_shape(left @ right, x.shape)
 
 
 def _tensor_operands(a, b) -> tuple[Tensor, Tensor]:
