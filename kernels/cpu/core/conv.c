@@ -179,6 +179,92 @@ static inline void row_add_f32(float *restrict dst, const float *restrict src, P
 WB_COL2IM_FN(col2im_f32, float, row_add_f32)
 WB_COL2IM_FN(col2im_f64, double, row_add_f64)
 
+/* col2im of f32 at stride 1 by gathering: each vector of a plane's row is the sum of its
+ * kh·kw shifted taps, read with masked loads (masked-off lanes never fault), and added to x
+ * with one store. The scatter above stores each tap's row (2 loads and a store per tap, the
+ * next tap's row overlapping it one element over); on the MNIST conv's 14×14 gradient this
+ * form took 0.41 ms where the scatter took 0.70 (2-core EPYC, 2 threads). */
+#if WB_HAS_AVX512
+#define WB_GATHER_LANES 16
+typedef __m512 gather_vec;
+static inline __mmask16 lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
+    return (__mmask16)(hi >= 16 ? 0xFFFFu : (1u << hi) - 1u) & (__mmask16)(0xFFFFu << lo);
+}
+static inline gather_vec gather_load(const float *p, Py_ssize_t lo, Py_ssize_t hi) {
+    return _mm512_maskz_loadu_ps(lanes_between(lo, hi), p);
+}
+static inline void gather_store_add(float *p, gather_vec acc, Py_ssize_t n) {
+    const __mmask16 m = lanes_between(0, n);
+    _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), acc));
+}
+#define gather_zero _mm512_setzero_ps
+#define gather_add _mm512_add_ps
+#elif WB_HAS_AVX2
+#define WB_GATHER_LANES 8
+typedef __m256 gather_vec;
+static inline __m256i lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), lane),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
+}
+static inline gather_vec gather_load(const float *p, Py_ssize_t lo, Py_ssize_t hi) {
+    return _mm256_maskload_ps(p, lanes_between(lo, hi));
+}
+static inline void gather_store_add(float *p, gather_vec acc, Py_ssize_t n) {
+    const __m256i m = lanes_between(0, n);
+    _mm256_maskstore_ps(p, m, _mm256_add_ps(_mm256_maskload_ps(p, m), acc));
+}
+#define gather_zero _mm256_setzero_ps
+#define gather_add _mm256_add_ps
+#endif
+
+#ifdef WB_GATHER_LANES
+/* The widest kernel this form takes (its taps' valid ranges are kept on the stack). */
+#define WB_GATHER_MAX_KW 32
+
+/* x[y, v] += Σ_{i, j} cols[tap (i, j)][row y + top - d_h·i, column v - (d_w·j - left)] over a
+ * unit's (n, c) plane, lanes v of a vector at a time; a tap's lane is loaded only where its
+ * column lies in [q0_j, q1_j) (valid_range) and its row in [r0, r1). */
+static void col2im_gather_f32(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,
+                              void *buf) {
+    (void)t;
+    (void)buf;
+    const im2col_ctx *c = (const im2col_ctx *)ctx;
+    const Py_ssize_t wo = c->wo, lb = (c->r1 - c->r0) * wo, kk = c->kh * c->kw;
+    Py_ssize_t off[WB_GATHER_MAX_KW], q0[WB_GATHER_MAX_KW], q1[WB_GATHER_MAX_KW];
+    for (Py_ssize_t j = 0; j < c->kw; j++) {
+        off[j] = j * c->dw - c->left;
+        valid_range(off[j], 1, c->w, wo, &q0[j], &q1[j]);
+    }
+    for (Py_ssize_t u = u0; u < u1; u++) {
+        const Py_ssize_t n = u / c->c, ch = u % c->c;
+        float *plane = (float *)c->x + ((c->n0 + n) * c->c + ch) * c->h * c->w;
+        const float *taps = (const float *)c->cols + (ch * kk * c->m + n) * lb;
+        for (Py_ssize_t y = 0; y < c->h; y++) {
+            for (Py_ssize_t v0 = 0; v0 < c->w; v0 += WB_GATHER_LANES) {
+                gather_vec acc = gather_zero();
+                int any = 0;
+                for (Py_ssize_t i = 0; i < c->kh; i++) {
+                    const Py_ssize_t r = y + c->top - i * c->dh;
+                    if (r < c->r0 || r >= c->r1) continue;
+                    for (Py_ssize_t j = 0; j < c->kw; j++) {
+                        const Py_ssize_t base = v0 - off[j]; /* the column of lane 0 */
+                        Py_ssize_t lo = q0[j] - base, hi = q1[j] - base;
+                        if (lo < 0) lo = 0;
+                        if (hi > WB_GATHER_LANES) hi = WB_GATHER_LANES;
+                        if (lo >= hi) continue;
+                        const float *row = taps + (i * c->kw + j) * c->m * lb + (r - c->r0) * wo;
+                        acc = gather_add(acc, gather_load(row + base, lo, hi));
+                        any = 1;
+                    }
+                }
+                if (any) gather_store_add(plane + y * c->w + v0, acc, c->w - v0);
+            }
+        }
+    }
+}
+#endif
+
 /* ``n`` Python ints into ``dst``; ``positive`` of them (from the start) must be >= 1. */
 static int sizes(PyObject *const *args, Py_ssize_t n, Py_ssize_t positive, Py_ssize_t *dst,
                  const char *what) {
@@ -255,6 +341,10 @@ static PyObject *py_conv_col2im(PyObject *self, PyObject *const *args, Py_ssize_
                                          "or f64");
         return NULL;
     }
+#ifdef WB_GATHER_LANES
+    if (xt == WB_F32 && c.sh == 1 && c.sw == 1 && c.kw <= WB_GATHER_MAX_KW)
+        return run_columns(col2im_gather_f32, &c, c.m * c.c);
+#endif
     return run_columns(xt == WB_F32 ? col2im_f32 : col2im_f64, &c, c.m * c.c);
 }
 
