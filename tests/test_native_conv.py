@@ -172,28 +172,35 @@ def test_im2col_and_col2im_kernels(seed):
     np.testing.assert_allclose(np.vdot(back, x), np.vdot(probe, cols), rtol=1e-10)
 
 
-@pytest.mark.parametrize("width", [1, 7, 8, 9, 14, 15, 16, 17, 31, 33])
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 14, 15, 16, 17, 31, 33, 63, 65, 70])
 @pytest.mark.parametrize("band", [False, True], ids=["whole", "band"])
-def test_col2im_f32_at_stride_1_around_the_vector_widths(width, band):
-    """f32 col2im at stride 1 (gathered by vectors of 8 or 16 lanes) against np.add.at over
-    the index map of the numpy im2col: every column element added to the x element it was
-    read from, dilations, pads and crops, a block of the images and a band of the rows."""
+def test_f32_columns_at_stride_1_around_the_vector_widths(width, band):
+    """f32 im2col and col2im at stride 1 along W (by vectors of 8 or 16 lanes, rows of up to
+    4 vectors), against the index map of the numpy im2col: im2col reads each column element
+    from the x element it names (or 0), col2im adds it there (np.add.at); dilations, pads and
+    crops, a block of the images and a band of the rows, a row stride of 1 or 2."""
     native = cpu_conv.NATIVE
     rng = np.random.default_rng(width + 100 * band)
     n, c, h = 3, 2, int(rng.integers(1, 9))
     kernel = tuple(int(k) for k in rng.integers(1, 5, 2))
     dilation = tuple(int(d) for d in rng.integers(1, 3, 2))
+    stride = (int(rng.integers(1, 3)), 1)
     top, left = (int(p) for p in rng.integers(-2, 4, 2))
     ho, wo = int(rng.integers(1, 9)), int(max(1, width + 2 * left - dilation[1] * (kernel[1] - 1)))
     n0, m, r0, r1 = (1, 2, ho // 3, ho - ho // 3) if band else (0, n, 0, ho)
     index = np.arange(1, n * c * h * width + 1, dtype=np.float64).reshape(n, c, h, width)
-    source = _im2col_reference(index, kernel, (1, 1), dilation, top, left, (ho, wo))
+    source = _im2col_reference(index, kernel, stride, dilation, top, left, (ho, wo))
     source = source.reshape(-1, n, ho, wo)[:, n0 : n0 + m, r0:r1].astype(np.int64)
+    geometry = (*kernel, *stride, *dilation, wo, top, left, n0, m, r0, r1)
+    x = rng.standard_normal(index.shape).astype(np.float32)
+    cols = np.full((source.shape[0], source[0].size), np.nan, np.float32)
+    native.conv_im2col(x, cols, n, c, h, width, *geometry)
+    want_cols = np.where(source > 0, x.reshape(-1)[np.maximum(source, 1) - 1], 0)
+    np.testing.assert_array_equal(cols, want_cols.reshape(cols.shape))
     probe = rng.standard_normal(source.shape).astype(np.float32)
     want = np.zeros(index.size)
     np.add.at(want, source[source > 0] - 1, probe[source > 0].astype(np.float64))
     got = np.zeros((n, c, h, width), np.float32)
-    geometry = (*kernel, 1, 1, *dilation, wo, top, left, n0, m, r0, r1)
     native.conv_col2im(got, probe.reshape(probe.shape[0], -1), n, c, h, width, *geometry)
     np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-5, atol=1e-5)
 

@@ -57,6 +57,49 @@ WB_ROW_FN(row_f64, double, double, WB_SAME)
 WB_ROW_FN(row_f16, uint16_t, float, wb_f16_to_f32)
 WB_ROW_FN(row_bf16, uint16_t, float, wb_bf16_to_f32)
 
+/* Vectors of f32 lanes with lane masks, for the stride-1 f32 paths below: AVX-512 masks or
+ * AVX2 lane-wise ones; masked-off lanes are neither loaded (they never fault) nor stored. */
+#if WB_HAS_AVX512
+#define WB_LANES 16
+typedef __m512 lane_vec;
+typedef __mmask16 lane_mask;
+/* Lanes lo..hi-1 (either bound may lie outside 0..16). */
+static inline lane_mask lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
+    if (lo < 0) lo = 0;
+    if (hi <= lo) return 0;
+    const unsigned below = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;
+    return (lane_mask)(below & (0xFFFFu << lo));
+}
+static inline lane_vec masked_load(const float *p, lane_mask m) {
+    return _mm512_maskz_loadu_ps(m, p);
+}
+static inline void masked_store(float *p, lane_mask m, lane_vec v) {
+    _mm512_mask_storeu_ps(p, m, v);
+}
+#define lane_zero _mm512_setzero_ps
+#define lane_add _mm512_add_ps
+#elif WB_HAS_AVX2
+#define WB_LANES 8
+typedef __m256 lane_vec;
+typedef __m256i lane_mask;
+static inline lane_mask lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
+    if (lo < 0) lo = 0;
+    if (hi > 8) hi = 8;
+    if (hi <= lo) return _mm256_setzero_si256();
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), lane),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
+}
+static inline lane_vec masked_load(const float *p, lane_mask m) {
+    return _mm256_maskload_ps(p, m);
+}
+static inline void masked_store(float *p, lane_mask m, lane_vec v) {
+    _mm256_maskstore_ps(p, m, v);
+}
+#define lane_zero _mm256_setzero_ps
+#define lane_add _mm256_add_ps
+#endif
+
 /* f32 at stride 1 with AVX-512: 16 lanes a step, masked loads (masked-off lanes never fault)
  * and stores. The loop above costs ~12 ns a row of 14 (MNIST's 14×14 planes, where it was
  * half the im2col's time); this ~2 ns. */
@@ -109,6 +152,53 @@ WB_IM2COL_FN(im2col_f32, float, float, row_f32)
 WB_IM2COL_FN(im2col_f64, double, double, row_f64)
 WB_IM2COL_FN(im2col_f16, uint16_t, float, row_f16)
 WB_IM2COL_FN(im2col_bf16, uint16_t, float, row_bf16)
+
+#ifdef WB_LANES
+/* The widest rows of outputs the next form takes (its masks are kept on the stack). */
+#define WB_IM2COL_MAX_VECS 4
+
+/* im2col of f32 at stride 1 along W with rows of up to 4 vectors: the lane masks of a tap's
+ * rows (which columns come from x, which are padding) are computed once per tap, and a unit's
+ * indices are stepped, not divided, so a row costs one masked load and store per vector. On
+ * small images that per-row and per-unit work was the whole cost (64×16×4×4 into 3×3 columns:
+ * 152 us a thread, 4 GB/s). */
+static void im2col_s1_f32(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *buf) {
+    (void)t;
+    (void)buf;
+    const im2col_ctx *c = (const im2col_ctx *)ctx;
+    const Py_ssize_t wo = c->wo, lb = (c->r1 - c->r0) * wo, kk = c->kh * c->kw;
+    const Py_ssize_t vecs = (wo + WB_LANES - 1) / WB_LANES;
+    lane_mask in[WB_IM2COL_MAX_VECS], out[WB_IM2COL_MAX_VECS];
+    for (Py_ssize_t v = 0; v < vecs; v++) out[v] = lanes_between(0, wo - v * WB_LANES);
+    for (Py_ssize_t u = u0; u < u1;) {
+        const Py_ssize_t k = u / c->m, n_first = u % c->m;
+        const Py_ssize_t n_end = n_first + (u1 - u) < c->m ? n_first + (u1 - u) : c->m;
+        const Py_ssize_t ch = k / kk, i = k / c->kw % c->kh, j = k % c->kw;
+        const Py_ssize_t off = j * c->dw - c->left;
+        Py_ssize_t q0, q1;
+        valid_range(off, 1, c->w, wo, &q0, &q1);
+        for (Py_ssize_t v = 0; v < vecs; v++)
+            in[v] = lanes_between(q0 - v * WB_LANES, q1 - v * WB_LANES);
+        for (Py_ssize_t n = n_first; n < n_end; n++) {
+            const float *plane = (const float *)c->x + ((c->n0 + n) * c->c + ch) * c->h * c->w;
+            float *dst = (float *)c->cols + (k * c->m + n) * lb;
+            for (Py_ssize_t r = c->r0; r < c->r1; r++, dst += wo) {
+                const Py_ssize_t row = r * c->sh + i * c->dh - c->top;
+                if (row < 0 || row >= c->h || q0 == q1) {
+                    for (Py_ssize_t v = 0; v < vecs; v++)
+                        masked_store(dst + v * WB_LANES, out[v], lane_zero());
+                    continue;
+                }
+                const float *src = plane + row * c->w + off;
+                for (Py_ssize_t v = 0; v < vecs; v++)
+                    masked_store(dst + v * WB_LANES, out[v],
+                                 masked_load(src + v * WB_LANES, in[v]));
+            }
+        }
+        u += n_end - n_first;
+    }
+}
+#endif
 
 static wb_range_fn im2col_fn(int xt, int ct) {
     switch (xt) {
@@ -184,41 +274,7 @@ WB_COL2IM_FN(col2im_f64, double, row_add_f64)
  * with one store. The scatter above stores each tap's row (2 loads and a store per tap, the
  * next tap's row overlapping it one element over); on the MNIST conv's 14×14 gradient this
  * form took 0.41 ms where the scatter took 0.70 (2-core EPYC, 2 threads). */
-#if WB_HAS_AVX512
-#define WB_GATHER_LANES 16
-typedef __m512 gather_vec;
-static inline __mmask16 lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
-    return (__mmask16)(hi >= 16 ? 0xFFFFu : (1u << hi) - 1u) & (__mmask16)(0xFFFFu << lo);
-}
-static inline gather_vec gather_load(const float *p, Py_ssize_t lo, Py_ssize_t hi) {
-    return _mm512_maskz_loadu_ps(lanes_between(lo, hi), p);
-}
-static inline void gather_store_add(float *p, gather_vec acc, Py_ssize_t n) {
-    const __mmask16 m = lanes_between(0, n);
-    _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), acc));
-}
-#define gather_zero _mm512_setzero_ps
-#define gather_add _mm512_add_ps
-#elif WB_HAS_AVX2
-#define WB_GATHER_LANES 8
-typedef __m256 gather_vec;
-static inline __m256i lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), lane),
-                               _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
-}
-static inline gather_vec gather_load(const float *p, Py_ssize_t lo, Py_ssize_t hi) {
-    return _mm256_maskload_ps(p, lanes_between(lo, hi));
-}
-static inline void gather_store_add(float *p, gather_vec acc, Py_ssize_t n) {
-    const __m256i m = lanes_between(0, n);
-    _mm256_maskstore_ps(p, m, _mm256_add_ps(_mm256_maskload_ps(p, m), acc));
-}
-#define gather_zero _mm256_setzero_ps
-#define gather_add _mm256_add_ps
-#endif
-
-#ifdef WB_GATHER_LANES
+#ifdef WB_LANES
 /* The widest kernel this form takes (its taps' valid ranges are kept on the stack). */
 #define WB_GATHER_MAX_KW 32
 
@@ -241,24 +297,26 @@ static void col2im_gather_f32(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t 
         float *plane = (float *)c->x + ((c->n0 + n) * c->c + ch) * c->h * c->w;
         const float *taps = (const float *)c->cols + (ch * kk * c->m + n) * lb;
         for (Py_ssize_t y = 0; y < c->h; y++) {
-            for (Py_ssize_t v0 = 0; v0 < c->w; v0 += WB_GATHER_LANES) {
-                gather_vec acc = gather_zero();
+            for (Py_ssize_t v0 = 0; v0 < c->w; v0 += WB_LANES) {
+                lane_vec acc = lane_zero();
                 int any = 0;
                 for (Py_ssize_t i = 0; i < c->kh; i++) {
                     const Py_ssize_t r = y + c->top - i * c->dh;
                     if (r < c->r0 || r >= c->r1) continue;
                     for (Py_ssize_t j = 0; j < c->kw; j++) {
                         const Py_ssize_t base = v0 - off[j]; /* the column of lane 0 */
-                        Py_ssize_t lo = q0[j] - base, hi = q1[j] - base;
-                        if (lo < 0) lo = 0;
-                        if (hi > WB_GATHER_LANES) hi = WB_GATHER_LANES;
-                        if (lo >= hi) continue;
+                        if (q0[j] - base >= WB_LANES || q1[j] <= base || q0[j] >= q1[j]) continue;
                         const float *row = taps + (i * c->kw + j) * c->m * lb + (r - c->r0) * wo;
-                        acc = gather_add(acc, gather_load(row + base, lo, hi));
+                        const lane_mask in = lanes_between(q0[j] - base, q1[j] - base);
+                        acc = lane_add(acc, masked_load(row + base, in));
                         any = 1;
                     }
                 }
-                if (any) gather_store_add(plane + y * c->w + v0, acc, c->w - v0);
+                if (any) {
+                    float *dst = plane + y * c->w + v0;
+                    const lane_mask m = lanes_between(0, c->w - v0);
+                    masked_store(dst, m, lane_add(masked_load(dst, m), acc));
+                }
             }
         }
     }
@@ -329,6 +387,10 @@ static PyObject *py_conv_im2col(PyObject *self, PyObject *const *args, Py_ssize_
                                          "cols f64 for f64 x, else f32");
         return NULL;
     }
+#ifdef WB_LANES
+    if (fn == im2col_f32 && c.sw == 1 && c.wo <= WB_IM2COL_MAX_VECS * WB_LANES)
+        return run_columns(im2col_s1_f32, &c, c.c * c.kh * c.kw * c.m);
+#endif
     return run_columns(fn, &c, c.c * c.kh * c.kw * c.m);
 }
 
@@ -341,7 +403,7 @@ static PyObject *py_conv_col2im(PyObject *self, PyObject *const *args, Py_ssize_
                                          "or f64");
         return NULL;
     }
-#ifdef WB_GATHER_LANES
+#ifdef WB_LANES
     if (xt == WB_F32 && c.sh == 1 && c.sw == 1 && c.kw <= WB_GATHER_MAX_KW)
         return run_columns(col2im_gather_f32, &c, c.m * c.c);
 #endif
