@@ -172,21 +172,11 @@ def test_im2col_and_col2im_kernels(seed):
     np.testing.assert_allclose(np.vdot(back, x), np.vdot(probe, cols), rtol=1e-10)
 
 
-@pytest.mark.parametrize("width", [1, 7, 8, 9, 14, 15, 16, 17, 31, 33, 63, 65, 70])
-@pytest.mark.parametrize("band", [False, True], ids=["whole", "band"])
-def test_f32_columns_at_stride_1_around_the_vector_widths(width, band):
-    """f32 im2col and col2im at stride 1 along W (by vectors of 8 or 16 lanes, rows of up to
-    4 vectors), against the index map of the numpy im2col: im2col reads each column element
-    from the x element it names (or 0), col2im adds it there (np.add.at); dilations, pads and
-    crops, a block of the images and a band of the rows, a row stride of 1 or 2."""
+def _check_f32_columns(rng, width, kernel, stride, dilation, top, left, ho, wo, band):
+    """f32 im2col and col2im against the index map of the numpy im2col: im2col reads each
+    column element from the x element it names (or 0), col2im adds it there (np.add.at)."""
     native = cpu_conv.NATIVE
-    rng = np.random.default_rng(width + 100 * band)
     n, c, h = 3, 2, int(rng.integers(1, 9))
-    kernel = tuple(int(k) for k in rng.integers(1, 5, 2))
-    dilation = tuple(int(d) for d in rng.integers(1, 3, 2))
-    stride = (int(rng.integers(1, 3)), 1)
-    top, left = (int(p) for p in rng.integers(-2, 4, 2))
-    ho, wo = int(rng.integers(1, 9)), int(max(1, width + 2 * left - dilation[1] * (kernel[1] - 1)))
     n0, m, r0, r1 = (1, 2, ho // 3, ho - ho // 3) if band else (0, n, 0, ho)
     index = np.arange(1, n * c * h * width + 1, dtype=np.float64).reshape(n, c, h, width)
     source = _im2col_reference(index, kernel, stride, dilation, top, left, (ho, wo))
@@ -203,6 +193,28 @@ def test_f32_columns_at_stride_1_around_the_vector_widths(width, band):
     got = np.zeros((n, c, h, width), np.float32)
     native.conv_col2im(got, probe.reshape(probe.shape[0], -1), n, c, h, width, *geometry)
     np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 14, 15, 16, 17, 31, 33, 63, 65, 70])
+@pytest.mark.parametrize("band", [False, True], ids=["whole", "band"])
+def test_f32_columns_at_stride_1_around_the_vector_widths(width, band):
+    """f32 im2col and col2im at stride 1 along W (by vectors of 8 or 16 lanes, rows of up to
+    4 vectors): dilations, pads and crops, a block of the images and a band of the rows, a
+    row stride of 1 or 2."""
+    rng = np.random.default_rng(width + 100 * band)
+    kernel = tuple(int(k) for k in rng.integers(1, 5, 2))
+    dilation = tuple(int(d) for d in rng.integers(1, 3, 2))
+    stride = (int(rng.integers(1, 3)), 1)
+    top, left = (int(p) for p in rng.integers(-2, 4, 2))
+    ho, wo = int(rng.integers(1, 9)), int(max(1, width + 2 * left - dilation[1] * (kernel[1] - 1)))
+    _check_f32_columns(rng, width, kernel, stride, dilation, top, left, ho, wo, band)
+
+
+def test_f32_columns_with_a_left_pad_past_the_first_vectors():
+    """A left pad of 36 with 50 outputs a row: the first valid column lies in the third
+    16-lane vector (lane masks from bounds past the vector, on either ISA)."""
+    rng = np.random.default_rng(7)
+    _check_f32_columns(rng, 20, (3, 3), (1, 1), (1, 1), 1, 36, 5, 50, band=False)
 
 
 def test_native_kernels_reject_bad_arguments():

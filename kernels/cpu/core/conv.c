@@ -66,7 +66,7 @@ typedef __mmask16 lane_mask;
 /* Lanes lo..hi-1 (either bound may lie outside 0..16). */
 static inline lane_mask lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
     if (lo < 0) lo = 0;
-    if (hi <= lo) return 0;
+    if (lo >= 16 || hi <= lo) return 0;
     const unsigned below = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;
     return (lane_mask)(below & (0xFFFFu << lo));
 }
