@@ -1,5 +1,5 @@
-"""Neural-network kernels: conv2d 3×3, softmax and the norms, rotary embeddings and
-scaled dot-product attention (forward)."""
+"""Neural-network kernels: conv2d 3×3 (dense, and depthwise with its backward), softmax and
+the norms, rotary embeddings and scaled dot-product attention (forward)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,46 @@ def _conv2d():
         "numpy": lambda: _conv_numpy(x, w, b),
         "torch": lambda: F.conv2d(tx, tw, tb, padding=1),
     }
+
+
+def _depthwise_numpy(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Stride 1, padding 1: the sum of the 9 shifted planes, each scaled by its channel's tap."""
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    h, wd = x.shape[2:]
+    out = np.zeros_like(x)
+    for i in range(3):
+        for j in range(3):
+            out += xp[:, :, i : i + h, j : j + wd] * w[:, 0, i, j][:, None, None]
+    return out
+
+
+def _depthwise(backward: bool):
+    def make():
+        _need("conv2d")
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((8, 64, 56, 56), dtype=np.float32)
+        w = rng.standard_normal((64, 1, 3, 3), dtype=np.float32)
+        a, wa = wb.tensor(x), wb.Var(wb.tensor(w)) if backward else wb.tensor(w)
+        tx, tw = torch.from_numpy(x.copy()), torch.from_numpy(w.copy()).requires_grad_(backward)
+        if not backward:
+            return {
+                "workbench": lambda: wb.conv2d(a, wa, padding=1, groups=64),
+                "numpy": lambda: _depthwise_numpy(x, w),
+                "torch": lambda: F.conv2d(tx, tw, padding=1, groups=64),
+            }
+        ax, tx = wb.Var(a), tx.requires_grad_()
+
+        def wb_step():
+            return wb.conv2d(ax, wa, padding=1, groups=64).sum().backward()[wa]
+
+        def torch_step():
+            tx.grad = tw.grad = None
+            F.conv2d(tx, tw, padding=1, groups=64).sum().backward()
+            return tw.grad
+
+        return {"workbench": wb_step, "torch": torch_step}
+
+    return make
 
 
 def _rows():
@@ -160,6 +200,20 @@ WORKLOADS = [
         target=1.5,
         tolerance=1e-2,
         note="1x64x160x160 -> 64, pad 1",
+    ),
+    Workload(
+        "conv2d/depthwise3x3_8x64x56x56",
+        _depthwise(False),
+        target=1.0,
+        tolerance=1e-3,
+        note="groups 64, pad 1 (MobileNet / TinyViT blocks)",
+    ),
+    Workload(
+        "conv2d/depthwise3x3_8x64x56x56_grad",
+        _depthwise(True),
+        target=1.0,
+        tolerance=1e-2,
+        note="forward and backward: dx and dw",
     ),
     Workload("softmax/4096x4096", _softmax, target=1.0),
     Workload("layer_norm/4096x4096", _layer_norm, target=1.0),

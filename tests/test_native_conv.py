@@ -79,6 +79,53 @@ def test_conv2d_and_gradients_match_torch(seed, dtype, native, monkeypatch):
     _close(got, want, 1e-4 if dtype == "f32" else 1e-10)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "numpy"])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("seed", range(10))
+def test_depthwise_conv2d_and_gradients_match_torch(seed, dtype, native, monkeypatch):
+    """Depthwise convolutions (groups = C, multiplier 1-3; native: kernels/cpu/core/
+    depthwise.c, all three directions) of kernels 1-7 at any stride, dilation and padding,
+    rows of 1-40 (across the vector widths), against torch in f64."""
+    monkeypatch.setattr(cpu_conv, "_NATIVE_CONV", native)
+    rng = np.random.default_rng(300 + seed)
+    c, m = int(rng.integers(2, 5)), int(rng.integers(1, 4))
+    kernel = tuple(int(k) for k in rng.integers(1, 8, 2))
+    stride = tuple(int(v) for v in rng.integers(1, 4, 2))
+    dilation = tuple(int(d) for d in rng.integers(1, 3, 2))
+    padding = tuple(
+        int(rng.integers(0, d * (k - 1) + 2)) for k, d in zip(kernel, dilation, strict=True)
+    )
+    hw = tuple(
+        int(rng.integers(max(1, d * (k - 1) + 1 - 2 * p), limit))
+        for k, d, p, limit in zip(kernel, dilation, padding, (12, 41), strict=True)
+    )
+    x = rng.standard_normal((int(rng.integers(1, 4)), c, *hw))
+    w, b = rng.standard_normal((c * m, 1, *kernel)), rng.standard_normal(c * m)
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=c)
+    y = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), None, **kwargs)
+    g = rng.standard_normal(y.shape)
+    want = _torch_conv(x, w, b, g, kwargs)
+    got = _wb_conv(x, w, b, g, kwargs, getattr(wb, dtype), strided=bool(seed % 2))
+    _close(got, want, 1e-4 if dtype == "f32" else 1e-10)
+
+
+def test_native_depthwise_rejects_bad_arguments():
+    native = cpu_conv.NATIVE
+    x, k, y = np.zeros((1, 2, 4, 4)), np.zeros((2, 1, 3, 3)), np.zeros((1, 2, 2, 2))
+    geometry = (1, 2, 1, 4, 4, 2, 2, 3, 3, 1, 1, 1, 1, 0, 0)
+    native.conv_depthwise(0, x, k, y, None, *geometry)
+    with pytest.raises(ValueError, match="expected mode 0, 1 or 2"):
+        native.conv_depthwise(3, x, k, y, None, *geometry)
+    with pytest.raises(ValueError, match="do not match the geometry"):
+        native.conv_depthwise(0, x, k, np.zeros((1, 2, 3, 3)), None, *geometry)
+    with pytest.raises(ValueError, match="do not match the geometry"):
+        native.conv_depthwise(1, y, k, x, np.zeros(2), *geometry)
+    with pytest.raises(TypeError, match="share one dtype"):
+        native.conv_depthwise(0, x.astype(np.float32), k, y, None, *geometry)
+    with pytest.raises(ValueError, match="must be >= 1"):
+        native.conv_depthwise(0, x, k, y, None, *geometry[:7], 0, *geometry[8:])
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_half_conv_matches_the_numpy_path(dtype, monkeypatch):
     """Halves are widened in the im2col; the result equals the numpy path's (f32 compute)."""

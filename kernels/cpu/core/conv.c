@@ -18,6 +18,7 @@
  *
  * Measured (2-core Xeon, MNIST CNN's 32→64 3×3 conv at 14×14, batch 64): numpy's strided
  * copies cost about as much as the 5.7 ms sgemm; these passes take a few tenths of a ms. */
+#include "conv_geometry.h"
 #include "nd.h"
 #include "threads.h"
 
@@ -29,17 +30,6 @@ typedef struct {
     char *cols; /* (C·kh·kw, m, Lb) contiguous, Lb = (r1 - r0)·Wo */
     Py_ssize_t n0, m, c, h, w, kh, kw, sh, sw, dh, dw, top, left, wo, r0, r1;
 } im2col_ctx;
-
-/* The outputs q in [*lo, *hi) whose input column s·q + off lies in [0, n). */
-static void valid_range(Py_ssize_t off, Py_ssize_t s, Py_ssize_t n, Py_ssize_t count,
-                        Py_ssize_t *lo, Py_ssize_t *hi) {
-    Py_ssize_t a = off < 0 ? (-off + s - 1) / s : 0;
-    Py_ssize_t b = off >= n ? 0 : (n - off + s - 1) / s;
-    if (b > count) b = count;
-    if (a > b) a = b;
-    *lo = a;
-    *hi = b;
-}
 
 /* WB_ROW_FN(name, T, D, TO_D): one row of columns, dst[q] = TO_D(src[s·q + off]) for q in
  * [q0, q1) (the outputs whose input column lies inside x), 0 for the rest of [0, wo). */
@@ -322,21 +312,6 @@ static void col2im_gather_f32(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t 
     }
 }
 #endif
-
-/* ``n`` Python ints into ``dst``; ``positive`` of them (from the start) must be >= 1. */
-static int sizes(PyObject *const *args, Py_ssize_t n, Py_ssize_t positive, Py_ssize_t *dst,
-                 const char *what) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        dst[i] = PyLong_AsSsize_t(args[i]);
-        if (dst[i] == -1 && PyErr_Occurred()) return -1;
-        if (i < positive && dst[i] < 1) {
-            PyErr_Format(PyExc_ValueError, "%s: size argument %zd must be >= 1 (found %zd)",
-                         what, i, dst[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* The geometry of conv_im2col / conv_col2im (x, cols, N, C, H, W, kh, kw, sh, sw, dh, dw, Wo,
  * top, left, n0, m, r0, r1) into ``c``, checked against the arrays; x's and cols' dtypes out. */
