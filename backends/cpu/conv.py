@@ -16,8 +16,8 @@ column buffer of the whole batch costs more to write and read back than its prod
 forward's product goes into (N, O, Ho·Wo) with the bias in the same pass; the weight
 gradient reads the same columns; a transposed convolution (so the input gradient) is one
 matmul per group, wᵀ @ x, and a native col2im, at every stride (depthwise ones excepted).
-Depthwise convolutions and their input gradients run natively in one pass over each plane
-(``kernels/cpu/core/depthwise.c``), their weight gradients too where that measured faster.
+Depthwise convolutions and both their gradients run natively, in one pass over each plane
+(``kernels/cpu/core/depthwise.c``).
 
 ``conv_transpose2d`` at stride 1 is a convolution with the kernel flipped (the paths above);
 strided, it is one matmul per group (weightᵀ @ x, the columns) and col2im, kh·kw strided adds.
@@ -463,10 +463,7 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
         xm = x.astype(ct, copy=False).reshape(n, groups, cg, length)
         gm = g.reshape(n, groups, og, length)
         return np.matmul(gm, xm.transpose(0, 1, 3, 2)).sum(0).reshape(o, cg, 1, 1)
-    # The native depthwise weight gradient reduces each row's dot product apart: on narrow
-    # rows at stride 1 numpy's plane-long dot products below won (56² 3×3: 2.6 vs 1.9 ms,
-    # 28² 7×7: 5.9 vs 2.6; 112² 3×3: 6.6 vs 13 ms, stride 2: 1.9 vs 2.7, one thread).
-    if cg == 1 and groups > 1 and _native(x) and (stride != (1, 1) or wo >= 96):
+    if cg == 1 and groups > 1 and _native(x):
         return _depthwise_native(2, x, g, None, x.shape, (o, 1, *kernel), stride, dilation,
                                  pads, (ho, wo))  # fmt: skip
     if cg == 1 and groups > 1 and stride == (1, 1):

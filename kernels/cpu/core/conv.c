@@ -19,6 +19,7 @@
  * Measured (2-core Xeon, MNIST CNN's 32→64 3×3 conv at 14×14, batch 64): numpy's strided
  * copies cost about as much as the 5.7 ms sgemm; these passes take a few tenths of a ms. */
 #include "conv_geometry.h"
+#include "lanes.h"
 #include "nd.h"
 #include "threads.h"
 
@@ -46,49 +47,6 @@ WB_ROW_FN(row_loop_f32, float, float, WB_SAME)
 WB_ROW_FN(row_f64, double, double, WB_SAME)
 WB_ROW_FN(row_f16, uint16_t, float, wb_f16_to_f32)
 WB_ROW_FN(row_bf16, uint16_t, float, wb_bf16_to_f32)
-
-/* Vectors of f32 lanes with lane masks, for the stride-1 f32 paths below: AVX-512 masks or
- * AVX2 lane-wise ones; masked-off lanes are neither loaded (they never fault) nor stored. */
-#if WB_HAS_AVX512
-#define WB_LANES 16
-typedef __m512 lane_vec;
-typedef __mmask16 lane_mask;
-/* Lanes lo..hi-1 (either bound may lie outside 0..16). */
-static inline lane_mask lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
-    if (lo < 0) lo = 0;
-    if (lo >= 16 || hi <= lo) return 0;
-    const unsigned below = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;
-    return (lane_mask)(below & (0xFFFFu << lo));
-}
-static inline lane_vec masked_load(const float *p, lane_mask m) {
-    return _mm512_maskz_loadu_ps(m, p);
-}
-static inline void masked_store(float *p, lane_mask m, lane_vec v) {
-    _mm512_mask_storeu_ps(p, m, v);
-}
-#define lane_zero _mm512_setzero_ps
-#define lane_add _mm512_add_ps
-#elif WB_HAS_AVX2
-#define WB_LANES 8
-typedef __m256 lane_vec;
-typedef __m256i lane_mask;
-static inline lane_mask lanes_between(Py_ssize_t lo, Py_ssize_t hi) {
-    if (lo < 0) lo = 0;
-    if (hi > 8) hi = 8;
-    if (hi <= lo) return _mm256_setzero_si256();
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), lane),
-                               _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
-}
-static inline lane_vec masked_load(const float *p, lane_mask m) {
-    return _mm256_maskload_ps(p, m);
-}
-static inline void masked_store(float *p, lane_mask m, lane_vec v) {
-    _mm256_maskstore_ps(p, m, v);
-}
-#define lane_zero _mm256_setzero_ps
-#define lane_add _mm256_add_ps
-#endif
 
 /* f32 at stride 1 with AVX-512: 16 lanes a step, masked loads (masked-off lanes never fault)
  * and stores. The loop above costs ~12 ns a row of 14 (MNIST's 14×14 planes, where it was
