@@ -109,6 +109,20 @@ def test_depthwise_conv2d_and_gradients_match_torch(seed, dtype, native, monkeyp
     _close(got, want, 1e-4 if dtype == "f32" else 1e-10)
 
 
+@pytest.mark.parametrize("width", [7, 15, 16, 17, 56])
+@pytest.mark.parametrize("kernel", [3, 7])
+def test_depthwise_at_stride_1_across_the_vector_widths(width, kernel):
+    """f32 depthwise rows at stride 1 (the weight gradient's lane vectors, the forward's and
+    input gradient's unit-stride rows) around 8 and 16 lanes, against torch in f64."""
+    rng = np.random.default_rng(width * kernel)
+    x = rng.standard_normal((2, 3, 9, width))
+    w, b = rng.standard_normal((6, 1, kernel, kernel)), rng.standard_normal(6)
+    kwargs = dict(stride=1, padding=kernel // 2, dilation=1, groups=3)
+    g = rng.standard_normal((2, 6, 9, width))
+    want = _torch_conv(x, w, b, g, kwargs)
+    _close(_wb_conv(x, w, b, g, kwargs, wb.f32, strided=False), want, 1e-4)
+
+
 def test_native_depthwise_rejects_bad_arguments():
     native = cpu_conv.NATIVE
     x, k, y = np.zeros((1, 2, 4, 4)), np.zeros((2, 1, 3, 3)), np.zeros((1, 2, 2, 2))
