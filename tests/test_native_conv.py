@@ -19,16 +19,23 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _geometry(rng):
-    """(x shape, weight shape, conv kwargs) of a random 2-d convolution."""
-    groups = int(rng.choice([1, 1, 2, 3]))
-    cg, og = int(rng.integers(1, 4)), int(rng.integers(1, 4))
-    kernel = tuple(int(k) for k in rng.integers(1, 5, 2))
+def _taps(rng, kernel_below: int):
+    """(kernel, stride, dilation, padding) pairs of a random 2-d convolution: kernels under
+    ``kernel_below``, strides 1-3, dilations 1-2, padding up to past the dilated kernel."""
+    kernel = tuple(int(k) for k in rng.integers(1, kernel_below, 2))
     stride = tuple(int(s) for s in rng.integers(1, 4, 2))
     dilation = tuple(int(d) for d in rng.integers(1, 3, 2))
     padding = tuple(
         int(rng.integers(0, d * (k - 1) + 2)) for k, d in zip(kernel, dilation, strict=True)
     )
+    return kernel, stride, dilation, padding
+
+
+def _geometry(rng):
+    """(x shape, weight shape, conv kwargs) of a random 2-d convolution."""
+    groups = int(rng.choice([1, 1, 2, 3]))
+    cg, og = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    kernel, stride, dilation, padding = _taps(rng, 5)
     n = int(rng.integers(1, 4))
     hw = tuple(
         int(rng.integers(max(1, d * (k - 1) + 1 - 2 * p), 12))
@@ -89,12 +96,7 @@ def test_depthwise_conv2d_and_gradients_match_torch(seed, dtype, native, monkeyp
     monkeypatch.setattr(cpu_conv, "_NATIVE_CONV", native)
     rng = np.random.default_rng(300 + seed)
     c, m = int(rng.integers(2, 5)), int(rng.integers(1, 4))
-    kernel = tuple(int(k) for k in rng.integers(1, 8, 2))
-    stride = tuple(int(v) for v in rng.integers(1, 4, 2))
-    dilation = tuple(int(d) for d in rng.integers(1, 3, 2))
-    padding = tuple(
-        int(rng.integers(0, d * (k - 1) + 2)) for k, d in zip(kernel, dilation, strict=True)
-    )
+    kernel, stride, dilation, padding = _taps(rng, 8)
     hw = tuple(
         int(rng.integers(max(1, d * (k - 1) + 1 - 2 * p), limit))
         for k, d, p, limit in zip(kernel, dilation, padding, (12, 41), strict=True)

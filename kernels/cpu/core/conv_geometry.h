@@ -1,5 +1,6 @@
-/* Geometry helpers shared by the convolution kernels (conv.c, depthwise.c): which outputs of a
- * row read inside the input, and the size arguments of their Python calls. */
+/* Geometry helpers shared by the convolution and pooling kernels (conv.c, depthwise.c,
+ * pool.c): which outputs of a row (or taps of a window) read inside the input, and the size
+ * arguments of their Python calls. */
 #ifndef WB_CONV_GEOMETRY_H
 #define WB_CONV_GEOMETRY_H
 

@@ -58,12 +58,14 @@ typedef struct {
 /* Σ_{r in [r0, r1), q in [q0, q1)} g[r·wo + q] · s[r·row_step + q·sw]: a tap's share of a
  * weight gradient over one plane. */
 #define WB_DW_DOT_FN(SUFFIX, T)                                                               \
-    static inline T plane_dot_loop_##SUFFIX(const T *g, const T *s, Py_ssize_t r0,           \
-                                            Py_ssize_t r1, Py_ssize_t wo, Py_ssize_t row_step, \
-                                            Py_ssize_t sw, Py_ssize_t q0, Py_ssize_t q1) {    \
+    static inline T plane_dot_loop_##SUFFIX(const T *g, const T *s, Py_ssize_t r0,            \
+                                            Py_ssize_t r1, Py_ssize_t wo,                     \
+                                            Py_ssize_t row_step, Py_ssize_t sw,               \
+                                            Py_ssize_t q0, Py_ssize_t q1) {                   \
         T dot = 0;                                                                            \
         for (Py_ssize_t r = r0; r < r1; r++)                                                  \
-            for (Py_ssize_t q = q0; q < q1; q++) dot += g[r * wo + q] * s[r * row_step + q * sw]; \
+            for (Py_ssize_t q = q0; q < q1; q++)                                              \
+                dot += g[r * wo + q] * s[r * row_step + q * sw];                              \
         return dot;                                                                           \
     }
 
@@ -97,9 +99,23 @@ static inline float plane_dot_f32(const float *g, const float *s, Py_ssize_t r0,
     return plane_dot_loop_f32(g, s, r0, r1, wo, row_step, sw, q0, q1);
 }
 
+/* BODY for each tap (i, j) of the kernel, with r0..r1 the output rows whose tap row lies
+ * inside x, off = d_w·j - left and q0..q1 the output columns whose tap column does. */
+#define WB_DW_FOR_TAPS(...)                                                                   \
+    for (Py_ssize_t i = 0; i < KH; i++) {                                                     \
+        Py_ssize_t r0, r1;                                                                    \
+        valid_range(i * DH - TOP, SH, H, HO, &r0, &r1);                                       \
+        for (Py_ssize_t j = 0; j < KW; j++) {                                                 \
+            const Py_ssize_t off = j * DW - LEFT;                                             \
+            Py_ssize_t q0, q1;                                                                \
+            valid_range(off, SW, W, WO, &q0, &q1);                                            \
+            __VA_ARGS__                                                                       \
+        }                                                                                     \
+    }
+
 #define WB_DW_FNS(SUFFIX, T)                                                                  \
     /* A unit is one output plane (n, c·M + o). */                                            \
-    static void forward_##SUFFIX(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,       \
+    static void forward_##SUFFIX(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,        \
                                  void *buf) {                                                 \
         (void)t, (void)buf;                                                                   \
         const dw_ctx *c = ctx;                                                                \
@@ -112,24 +128,16 @@ static inline float plane_dot_f32(const float *g, const float *s, Py_ssize_t r0,
             const T b = bias ? bias[co] : (T)0;                                               \
             T *y = ys + u * HO * WO;                                                          \
             for (Py_ssize_t q = 0; q < HO * WO; q++) y[q] = b;                                \
-            for (Py_ssize_t i = 0; i < KH; i++) {                                             \
-                Py_ssize_t r0, r1; /* the output rows whose tap row i lies inside x */        \
-                valid_range(i * DH - TOP, SH, H, HO, &r0, &r1);                               \
-                for (Py_ssize_t j = 0; j < KW; j++) {                                         \
-                    const Py_ssize_t off = j * DW - LEFT;                                     \
-                    Py_ssize_t q0, q1;                                                        \
-                    valid_range(off, SW, W, WO, &q0, &q1);                                    \
-                    const T kij = k[i * KW + j];                                              \
-                    for (Py_ssize_t r = r0; r < r1; r++)                                      \
-                        WB_DW_AXPY(T, y + r * WO, 1, 0, kij, x + (r * SH + i * DH - TOP) * W, \
-                                   SW, off, q0, q1);                                          \
-                }                                                                             \
-            }                                                                                 \
+            WB_DW_FOR_TAPS(                                                                   \
+                const T kij = k[i * KW + j];                                                  \
+                for (Py_ssize_t r = r0; r < r1; r++)                                          \
+                    WB_DW_AXPY(T, y + r * WO, 1, 0, kij, x + (r * SH + i * DH - TOP) * W,     \
+                               SW, off, q0, q1);)                                             \
         }                                                                                     \
     }                                                                                         \
                                                                                               \
     /* A unit is one input plane (n, c): its M output planes' gradients added back in turn. */ \
-    static void input_grad_##SUFFIX(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,    \
+    static void input_grad_##SUFFIX(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,     \
                                     void *buf) {                                              \
         (void)t, (void)buf;                                                                   \
         const dw_ctx *c = ctx;                                                                \
@@ -143,25 +151,17 @@ static inline float plane_dot_f32(const float *g, const float *s, Py_ssize_t r0,
             for (Py_ssize_t o = 0; o < M; o++) {                                              \
                 const Py_ssize_t co = ch * M + o;                                             \
                 const T *g = gs + (n * C * M + co) * HO * WO, *k = ks + co * TAPS;            \
-                for (Py_ssize_t i = 0; i < KH; i++) {                                         \
-                    Py_ssize_t r0, r1;                                                        \
-                    valid_range(i * DH - TOP, SH, H, HO, &r0, &r1);                           \
-                    for (Py_ssize_t j = 0; j < KW; j++) {                                     \
-                        const Py_ssize_t off = j * DW - LEFT;                                 \
-                        Py_ssize_t q0, q1;                                                    \
-                        valid_range(off, SW, W, WO, &q0, &q1);                                \
-                        const T kij = k[i * KW + j];                                          \
-                        for (Py_ssize_t r = r0; r < r1; r++)                                  \
-                            WB_DW_AXPY(T, dx + (r * SH + i * DH - TOP) * W, SW, off, kij,     \
-                                       g + r * WO, 1, 0, q0, q1);                             \
-                    }                                                                         \
-                }                                                                             \
+                WB_DW_FOR_TAPS(                                                               \
+                    const T kij = k[i * KW + j];                                              \
+                    for (Py_ssize_t r = r0; r < r1; r++)                                      \
+                        WB_DW_AXPY(T, dx + (r * SH + i * DH - TOP) * W, SW, off, kij,         \
+                                   g + r * WO, 1, 0, q0, q1);)                                \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
                                                                                               \
     /* A unit is one output channel c·M + o, over all images: its kh·kw sums in f64. */       \
-    static void weight_grad_##SUFFIX(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,   \
+    static void weight_grad_##SUFFIX(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1,    \
                                      void *buf) {                                             \
         (void)t;                                                                              \
         const dw_ctx *c = ctx;                                                                \
@@ -174,18 +174,10 @@ static inline float plane_dot_f32(const float *g, const float *s, Py_ssize_t r0,
             for (Py_ssize_t n = 0; n < N; n++) {                                              \
                 const T *x = xs + (n * C + co / M) * H * W;                                   \
                 const T *restrict g = gs + (n * C * M + co) * HO * WO;                        \
-                for (Py_ssize_t i = 0; i < KH; i++) {                                         \
-                    Py_ssize_t r0, r1;                                                        \
-                    valid_range(i * DH - TOP, SH, H, HO, &r0, &r1);                           \
-                    for (Py_ssize_t j = 0; j < KW; j++) {                                     \
-                        const Py_ssize_t off = j * DW - LEFT;                                 \
-                        Py_ssize_t q0, q1;                                                    \
-                        valid_range(off, SW, W, WO, &q0, &q1);                                \
-                        const T *s = x + (i * DH - TOP) * W + off;                            \
-                        const T dot = plane_dot_##SUFFIX(g, s, r0, r1, WO, SH * W, SW, q0, q1); \
-                        sums[i * KW + j] += (double)dot;                                      \
-                    }                                                                         \
-                }                                                                             \
+                WB_DW_FOR_TAPS(                                                               \
+                    const T *s = x + (i * DH - TOP) * W + off;                                \
+                    const T dot = plane_dot_##SUFFIX(g, s, r0, r1, WO, SH * W, SW, q0, q1);   \
+                    sums[i * KW + j] += (double)dot;)                                         \
             }                                                                                 \
             for (Py_ssize_t k = 0; k < TAPS; k++) dks[co * TAPS + k] = (T)sums[k];            \
         }                                                                                     \

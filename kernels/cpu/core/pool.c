@@ -6,6 +6,7 @@
  * first maximum wins, NaN wins over everything (the last NaN); a window of -inf reports its
  * first real element, a window of padding only (dilation) -inf with index -1. Every dtype but
  * bool: halves are compared in f32 and their bits copied, so values are exact. */
+#include "conv_geometry.h"
 #include "nd.h"
 #include "threads.h"
 
@@ -21,16 +22,6 @@ typedef struct {
     int tiles; /* 2×2 windows at stride 2 inside the plane: the WB_TILES_FN path */
 } pool_ctx;
 
-/* The taps [lo, hi) of a window starting at ``start`` (stride ``d``) inside [0, n). */
-static inline void tap_range(Py_ssize_t start, Py_ssize_t k, Py_ssize_t d, Py_ssize_t n,
-                             Py_ssize_t *lo, Py_ssize_t *hi) {
-    Py_ssize_t a = start < 0 ? (-start + d - 1) / d : 0;
-    Py_ssize_t b = start >= n ? 0 : (n - start + d - 1) / d;
-    if (b > k) b = k;
-    if (a > b) a = b;
-    *lo = a;
-    *hi = b;
-}
 
 /* WB_TILES_FN(name, T, V, TO_V): output row r of 2×2 windows at stride 2, no padding or
  * dilation (the windows tile the plane): taps a[0], a[1], b[0], b[1] of rows 2r and 2r + 1,
@@ -85,7 +76,7 @@ static inline void tap_range(Py_ssize_t start, Py_ssize_t k, Py_ssize_t d, Py_ss
         }                                                                                     \
         Py_ssize_t *restrict jr = (Py_ssize_t *)buf; /* per output column: its tap range */   \
         for (Py_ssize_t q = 0; q < wo; q++)                                                   \
-            tap_range(q * sw - pw, kw, dw, w, jr + 2 * q, jr + 2 * q + 1);                    \
+            valid_range(q * sw - pw, dw, w, kw, jr + 2 * q, jr + 2 * q + 1);                  \
         for (Py_ssize_t p = p0; p < p1; p++) {                                                \
             const T *restrict x = (const T *)c->x + p * h * w;                                \
             T *restrict out = (T *)c->out + p * ho * wo;                                      \
@@ -93,7 +84,7 @@ static inline void tap_range(Py_ssize_t start, Py_ssize_t k, Py_ssize_t d, Py_ss
             for (Py_ssize_t r = 0; r < ho; r++) {                                             \
                 const Py_ssize_t r0 = r * sh - ph;                                            \
                 Py_ssize_t i0, i1;                                                            \
-                tap_range(r0, kh, dh, h, &i0, &i1);                                           \
+                valid_range(r0, dh, h, kh, &i0, &i1);                                         \
                 for (Py_ssize_t q = 0; q < wo; q++) {                                         \
                     const Py_ssize_t q0 = q * sw - pw, j0 = jr[2 * q], j1 = jr[2 * q + 1];    \
                     if (i0 == i1 || j0 == j1) {                                               \
