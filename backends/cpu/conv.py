@@ -144,7 +144,7 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
         out = np.matmul(w.reshape(groups, og, cg), cols)
     elif cg == 1 and groups > 1 and _native(x):
         return _depthwise_native(0, x, w, bias, (n, c, h, wd), w.shape, stride, dilation,
-                                 pads, (ho, wo))  # fmt: skip
+                                 (top, left), (ho, wo))  # fmt: skip
     elif cg == 1 and groups > 1 and (stride[0] > 1 or kh * kw <= 9):
         # small depthwise kernels: elementwise multiply-adds beat tiny matmuls
         out = _depthwise(x, w, pads, stride, dilation, (ho, wo), ct)
@@ -178,13 +178,14 @@ def _native(x: np.ndarray) -> bool:
 
 
 def _depthwise_native(
-    mode: int, a, b, bias, x_shape, w_shape, stride, dilation, pads, out_hw
+    mode: int, a, b, bias, x_shape, w_shape, stride, dilation, origin, out_hw
 ) -> np.ndarray:
     """A depthwise convolution (one input channel per group) by conv.c's sibling
     depthwise.c, in one pass over each plane: mode 0, y = conv(x = a, k = b) + bias; 1, the
     input gradient dx of g = a; 2, the weight gradient dk of x = a and g = b. ``x_shape``
-    (N, C, H, W) and ``w_shape`` (C·M, 1, kh, kw) are the forward's, ``out_hw`` its output's
-    size; the result is in the compute dtype (f32 for halves)."""
+    (N, C, H, W) and ``w_shape`` (C·M, 1, kh, kw) are the forward's, ``origin`` its (top,
+    left) padding (negative: a crop), ``out_hw`` its output's size; the result is in the
+    compute dtype (f32 for halves)."""
     n, c, h, wd = x_shape
     o, _, kh, kw = w_shape
     ct = _compute_dtype(a)
@@ -195,7 +196,7 @@ def _depthwise_native(
         return np.zeros(shape, ct)
     out = np.empty(shape, ct)
     NATIVE.conv_depthwise(mode, a, b, out, bias, n, c, o // c, h, wd, *out_hw, kh, kw,
-                          *stride, *dilation, pads[0][0], pads[1][0])  # fmt: skip
+                          *stride, *dilation, *origin)  # fmt: skip
     return out
 
 
@@ -369,9 +370,8 @@ def conv_transpose2d_array(x, w, bias, stride, padding, dilation, groups: int, o
     dh, dw = dilation
     if _native(x) and og == 1 and groups > 1:
         # the input gradient of a depthwise convolution of multiplier cg
-        pads = ((ph, 0), (pw, 0))
         y = _depthwise_native(1, x, w, None, (n, groups, ho, wo), (c, 1, kh, kw), stride,
-                              dilation, pads, (h, wd))  # fmt: skip
+                              dilation, padding, (h, wd))  # fmt: skip
         if bias is not None:
             y += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
         return y
@@ -465,7 +465,7 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
         return np.matmul(gm, xm.transpose(0, 1, 3, 2)).sum(0).reshape(o, cg, 1, 1)
     if cg == 1 and groups > 1 and _native(x):
         return _depthwise_native(2, x, g, None, x.shape, (o, 1, *kernel), stride, dilation,
-                                 pads, (ho, wo))  # fmt: skip
+                                 (top, left), (ho, wo))  # fmt: skip
     if cg == 1 and groups > 1 and stride == (1, 1):
         return _depthwise_weight_grad(x, g, kernel, pads, dilation, ct)
     if _native(x):

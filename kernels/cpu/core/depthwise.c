@@ -71,12 +71,7 @@ typedef struct {
 
 WB_DW_DOT_FN(f32, float)
 WB_DW_DOT_FN(f64, double)
-
-static inline double plane_dot_f64(const double *g, const double *s, Py_ssize_t r0,
-                                   Py_ssize_t r1, Py_ssize_t wo, Py_ssize_t row_step,
-                                   Py_ssize_t sw, Py_ssize_t q0, Py_ssize_t q1) {
-    return plane_dot_loop_f64(g, s, r0, r1, wo, row_step, sw, q0, q1);
-}
+#define plane_dot_f64 plane_dot_loop_f64 /* f64 has no vector form */
 
 /* f32 at unit stride: vectors of products summed by lanes over the whole plane, reduced once
  * (a scalar sum, or one reduction per row, cost more than the products on rows of 56). */
