@@ -145,7 +145,7 @@ test-numpy-path: $(STAMP)-dev
 # and the batched quantized products), make test-asan the op tables too.
 ASAN_DIR := build/asan
 ASAN_FAST_TESTS := tests/test_native_elementwise.py tests/test_native_pool.py tests/test_native_conv.py \
-	tests/test_native_rows_backward.py tests/models/llm/test_llm_ops.py \
+	tests/test_native_conv_direct.py tests/test_native_rows_backward.py tests/models/llm/test_llm_ops.py \
 	tests/test_native_relu_backward.py tests/quantized/test_qmatmul_batch.py
 ASAN_TESTS := $(ASAN_FAST_TESTS) tests/test_ops_elementwise.py tests/test_ops_reduce.py \
 	tests/test_fused.py tests/test_native_attention.py tests/test_native_reduce.py tests/quantized/test_qdot.py \

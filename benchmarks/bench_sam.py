@@ -135,14 +135,14 @@ WORKLOADS = [
     Workload(
         "sam/vit_b-encoder/1024",
         partial(_encoder, "vit_b", 1024),
-        target=1.0,
+        target=0.9,
         tolerance=1e-2,
         note="1x3x1024x1024 -> 1x256x64x64, 12 blocks (4 global), random weights",
     ),
     Workload(
         "sam/tiny_vit-encoder/1024",
         partial(_encoder, "tiny_vit", 1024),
-        target=1.0,
+        target=0.9,
         tolerance=1e-2,
         note="MobileSAM's TinyViT-5M: 1x3x1024x1024 -> 1x256x64x64, random weights",
     ),

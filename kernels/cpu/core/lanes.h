@@ -1,5 +1,5 @@
-/* Vectors of f32 lanes and lane masks (kernels/cpu/core: conv.c, depthwise.c). WB_LANES is
- * defined where the variant has them (AVX-512 or AVX2), not in the baseline one. */
+/* Vectors of f32 lanes and lane masks (kernels/cpu/core: conv.c, conv_direct.c, depthwise.c).
+ * WB_LANES is defined where the variant has them (AVX-512 or AVX2), not in the baseline one. */
 #ifndef WB_LANES_H
 #define WB_LANES_H
 
@@ -25,6 +25,9 @@ static inline void masked_store(float *p, lane_mask m, lane_vec v) {
     _mm512_mask_storeu_ps(p, m, v);
 }
 #define lane_zero _mm512_setzero_ps
+#define lane_load _mm512_loadu_ps
+#define lane_store _mm512_storeu_ps
+#define lane_set1 _mm512_set1_ps
 #define lane_add _mm512_add_ps
 #define lane_fma _mm512_fmadd_ps
 #define lane_sum _mm512_reduce_add_ps
@@ -47,6 +50,9 @@ static inline void masked_store(float *p, lane_mask m, lane_vec v) {
     _mm256_maskstore_ps(p, m, v);
 }
 #define lane_zero _mm256_setzero_ps
+#define lane_load _mm256_loadu_ps
+#define lane_store _mm256_storeu_ps
+#define lane_set1 _mm256_set1_ps
 #define lane_add _mm256_add_ps
 #define lane_fma _mm256_fmadd_ps
 static inline float lane_sum(lane_vec v) {
