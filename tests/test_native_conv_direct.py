@@ -77,7 +77,7 @@ def test_widths_and_channel_blocks_at_3x3(width, channels):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 27**0.5)
 
 
-def test_conv2d_of_f32_takes_it_and_matches_torch():
+def test_conv2d_of_f32_takes_it_and_matches_torch(monkeypatch):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 16, 33, 40), dtype=np.float32)
     w = rng.standard_normal((24, 16, 3, 3), dtype=np.float32)
@@ -88,11 +88,8 @@ def test_conv2d_of_f32_takes_it_and_matches_torch():
         calls.append(args[3])
         return direct(*args)
 
-    cpu_conv._conv_direct = spy
-    try:
-        y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), stride=2, padding=1).numpy()
-    finally:
-        cpu_conv._conv_direct = direct
+    monkeypatch.setattr(cpu_conv, "_conv_direct", spy)
+    y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), stride=2, padding=1).numpy()
     want = F.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
                     stride=2, padding=1).numpy()  # fmt: skip
     assert calls == [(2, 2)]

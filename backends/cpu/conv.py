@@ -156,7 +156,7 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     elif cg == 1 and groups > 1 and (stride[0] > 1 or kh * kw <= 9):
         # small depthwise kernels: elementwise multiply-adds beat tiny matmuls
         out = _depthwise(x, w, pads, stride, dilation, (ho, wo), ct)
-    elif _DIRECT_CONV and groups == 1 and ct == F32 and _native(x):
+    elif _takes_direct(x, groups):
         return _conv_direct(x, w, bias, stride, (top, left), dilation, (ho, wo))
     elif _native(x):
         return _conv_native(x, w, bias, stride, pads, dilation, groups, (ho, wo))
@@ -208,6 +208,12 @@ def _depthwise_native(
     NATIVE.conv_depthwise(mode, a, b, out, bias, n, c, o // c, h, wd, *out_hw, kh, kw,
                           *stride, *dilation, *origin)  # fmt: skip
     return out
+
+
+def _takes_direct(x: np.ndarray, groups: int) -> bool:
+    """Whether a convolution of ``x`` (not 1×1 at stride 1) runs as conv_direct.c's implicit
+    product: one group, computed in f32, on a variant that has the kernel."""
+    return _DIRECT_CONV and groups == 1 and _native(x) and _compute_dtype(x) == F32
 
 
 def _conv_direct(x, w, bias, stride, origin, dilation, out_hw) -> np.ndarray:
@@ -401,7 +407,7 @@ def conv_transpose2d_array(x, w, bias, stride, padding, dilation, groups: int, o
         if bias is not None:
             y += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
         return y
-    if _native(x) and cg > 1 and not (stride == (1, 1) and groups == 1 and _DIRECT_CONV):
+    if _native(x) and cg > 1 and not (stride == (1, 1) and _takes_direct(x, groups)):
         y = _conv_transpose_native(
             x, w.astype(ct, copy=False), stride, padding, dilation, groups, out_hw
         )
