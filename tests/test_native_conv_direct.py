@@ -96,6 +96,23 @@ def test_conv2d_of_f32_takes_it_and_matches_torch(monkeypatch):
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("channels, direct", [(3, True), (64, True), (65, False), (96, False)])
+def test_pointwise_conv2d_takes_it_up_to_64_input_channels(monkeypatch, channels, direct):
+    """A 1×1 stride-1 convolution runs as the implicit product from at most 64 input channels
+    (measured faster than one BLAS product there), as a matrix product beyond."""
+    rng = np.random.default_rng(channels)
+    x = rng.standard_normal((2, channels, 9, 13), dtype=np.float32)
+    w = rng.standard_normal((20, channels, 1, 1), dtype=np.float32)
+    b = rng.standard_normal(20, dtype=np.float32)
+    calls = []
+    original = cpu_conv._conv_direct
+    monkeypatch.setattr(cpu_conv, "_conv_direct", lambda *a: calls.append(a) or original(*a))
+    y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), wb.tensor(b)).numpy()
+    want = F.conv2d(*(torch.tensor(a, dtype=torch.float64) for a in (x, w, b))).numpy()
+    assert len(calls) == int(direct)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+
+
 def test_bad_arguments_raise_clear_errors():
     x = np.zeros((1, 2, 5, 5), np.float32)
     w = np.zeros((3, 2, 3, 3), np.float32)

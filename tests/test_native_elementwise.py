@@ -304,6 +304,22 @@ def test_special_values(op, dtype):
     np.testing.assert_array_equal(got, want.astype(DTYPES[dtype]).astype(np.float64))
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64", "bf16"])
+def test_gelu_erf_gives_no_subnormals(dtype):
+    """x Φ(x) is subnormal just above where it underflows (f32 from x = -13.146, f64 from
+    -37.616); both paths give -0 there instead (subnormal inputs slow BLAS products 20x),
+    within the accuracy test's absolute bound."""
+    lo, hi = (-40.0, -35.0) if dtype == "f64" else (-15.0, -12.0)
+    x = np.linspace(lo, hi, 100_001).astype(DTYPES[dtype])
+    tiny = np.finfo(np.float64 if dtype == "f64" else np.float32).tiny
+    want = MATHS["gelu_erf"](x.astype(np.float64))
+    s, layout = operand(x, x)
+    for got in both(lambda: s.unary("gelu_erf", layout)):
+        got = got.astype(np.float64)
+        assert not np.any((got != 0) & (np.abs(got) < tiny))
+        assert np.all(np.abs(got - want) <= (1e-15 if dtype == "f64" else 3e-7))
+
+
 def test_calls_from_several_python_threads():
     """The kernels release the GIL; concurrent calls (each threaded) give the serial results."""
     rng = np.random.default_rng(2)

@@ -9,19 +9,20 @@
 - small depthwise kernels: elementwise multiply-adds of the shifted windows (``_depthwise``);
 - otherwise: im2col into one column buffer and ONE matmul per group.
 Column buffers are built a batch chunk at a time so they stay bounded.
-With the native kernels, an f32 (or half) convolution of one group that is not 1×1 at stride 1
-runs as an implicit matrix product over a zero-padded copy of the input, with no column
-buffer (``kernels/cpu/core/conv_direct.c``, in the AVX2 and AVX-512 variants): on YOLOv8n's
-3×3 layers of up to 80 channels it took 0.2–0.55 of the time of im2col and OpenBLAS, about the
-same at 128 (2 threads, AVX-512 Xeon). A stride-1 transposed convolution (the input gradient)
-goes there through its flipped kernel. Grouped convolutions, f64 and the baseline variant
-take the im2col path (``kernels/cpu/core/conv.c``), with the copies done natively, by blocks
-of images (or rows) whose columns fit in the L2 cache: this machine streams from memory at a
-few GB/s, so a column buffer of the whole batch costs more to write and read back than its
-product. The forward's product goes into (N, O, Ho·Wo) with the bias in the same pass; the
-weight gradient reads the same columns (at every stride and on every variant); a transposed
-convolution that the implicit product does not take is one matmul per group, wᵀ @ x, and a
-native col2im (depthwise ones excepted).
+With the native kernels, an f32 (or half) convolution of one group runs as an implicit matrix
+product over a zero-padded copy of the input, with no column buffer
+(``kernels/cpu/core/conv_direct.c``, in the AVX2 and AVX-512 variants): on YOLOv8n's 3×3 layers
+of up to 80 channels it took 0.2–0.55 of the time of im2col and OpenBLAS, about the same at 128
+(2 threads, AVX-512 Xeon). A 1×1 convolution at stride 1 takes it only from up to 64 input
+channels (0.6 of one matmul and a bias pass there; even or slower beyond). A stride-1
+transposed convolution (the input gradient) goes there through its flipped kernel. Grouped
+convolutions, f64 and the baseline variant take the im2col path (``kernels/cpu/core/conv.c``),
+with the copies done natively, by blocks of images (or rows) whose columns fit in the L2 cache:
+this machine streams from memory at a few GB/s, so a column buffer of the whole batch costs
+more to write and read back than its product. The forward's product goes into (N, O, Ho·Wo)
+with the bias in the same pass; the weight gradient reads the same columns (at every stride and
+on every variant); a transposed convolution that the implicit product does not take is one
+matmul per group, wᵀ @ x, and a native col2im (depthwise ones excepted).
 Depthwise convolutions and both their gradients run natively, in one pass over each plane
 (``kernels/cpu/core/depthwise.c``).
 
@@ -40,6 +41,7 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..conv_params import ConvParams
 from ._arrays import F32, contiguous, is_half, view
 from .native import NATIVE
 
@@ -143,11 +145,12 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     o, cg, kh, kw = w.shape
     og = o // groups
     (top, bottom), (left, right) = pads
-    ho = (h + top + bottom - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    wo = (wd + left + right - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    ho, wo = ConvParams(stride, pads, dilation).out_size(x.shape[2:], w.shape[2:])
     w = w.astype(ct, copy=False)
     length = ho * wo
-    if kh == kw == 1 and stride == (1, 1) and not (top or bottom or left or right):
+    if _direct_conv(x, w.shape, stride, pads, groups):
+        return _conv_direct(x, w, bias, stride, (top, left), dilation, (ho, wo))
+    if _pointwise((kh, kw), stride, pads):
         cols = x.astype(ct, copy=False).reshape(n, groups, cg, h * wd)
         out = np.matmul(w.reshape(groups, og, cg), cols)
     elif cg == 1 and groups > 1 and _native(x):
@@ -156,8 +159,6 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     elif cg == 1 and groups > 1 and (stride[0] > 1 or kh * kw <= 9):
         # small depthwise kernels: elementwise multiply-adds beat tiny matmuls
         out = _depthwise(x, w, pads, stride, dilation, (ho, wo), ct)
-    elif _takes_direct(x, groups):
-        return _conv_direct(x, w, bias, stride, (top, left), dilation, (ho, wo))
     elif _native(x):
         return _conv_native(x, w, bias, stride, pads, dilation, groups, (ho, wo))
     elif stride[0] == 1 and not _columns_cheaper(c, o, groups, (kh, kw), (ho, wo), dilation[0]):
@@ -178,6 +179,11 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     if bias is not None:
         out += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
     return out
+
+
+def _pointwise(kernel, stride, pads) -> bool:
+    """A 1×1 convolution at stride 1 without padding: one matrix product over the pixels."""
+    return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and not any(map(any, pads))
 
 
 def _native(x: np.ndarray) -> bool:
@@ -211,9 +217,24 @@ def _depthwise_native(
 
 
 def _takes_direct(x: np.ndarray, groups: int) -> bool:
-    """Whether a convolution of ``x`` (not 1×1 at stride 1) runs as conv_direct.c's implicit
-    product: one group, computed in f32, on a variant that has the kernel."""
+    """Whether a convolution of ``x`` may run as conv_direct.c's implicit product: one group,
+    computed in f32, on a variant that has the kernel (``_direct_conv`` adds the 1×1 rule)."""
     return _DIRECT_CONV and groups == 1 and _native(x) and _compute_dtype(x) == F32
+
+
+# Input channels up to which a 1×1 stride-1 convolution runs as conv_direct.c rather than one
+# BLAS product and a bias pass. Measured at 2 threads, batch 1, on YOLOv8n's 1×1 shapes (Xeon,
+# OpenBLAS), direct / (matmul + bias): 0.57-0.63 from 16, 32 and 64 input channels; 0.99-1.24
+# from 48, 96, 192, 256 and 384.
+_POINTWISE_DIRECT_MAX_C = 64
+
+
+def _direct_conv(x: np.ndarray, w_shape, stride, pads, groups: int) -> bool:
+    """Whether ``conv2d_array`` runs this convolution as conv_direct.c's implicit product:
+    ``_takes_direct``, and a 1×1 one at stride 1 unpadded only up to 64 input channels."""
+    if not _takes_direct(x, groups):
+        return False
+    return not _pointwise(w_shape[2:], stride, pads) or w_shape[1] <= _POINTWISE_DIRECT_MAX_C
 
 
 def _conv_direct(x, w, bias, stride, origin, dilation, out_hw) -> np.ndarray:
@@ -491,7 +512,7 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
     length = ho * wo
     g = g.astype(ct, copy=False)
     (top, bottom), (left, right) = pads
-    if kh == kw == 1 and stride == (1, 1) and not (top or bottom or left or right):
+    if _pointwise(kernel, stride, pads):
         xm = x.astype(ct, copy=False).reshape(n, groups, cg, length)
         gm = g.reshape(n, groups, og, length)
         return np.matmul(gm, xm.transpose(0, 1, 3, 2)).sum(0).reshape(o, cg, 1, 1)

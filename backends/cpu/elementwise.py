@@ -40,10 +40,15 @@ _GELU_CHUNK = 1 << 16  # elements per pass: the temporaries stay in cache
 
 
 def _gelu_erf(x: np.ndarray) -> np.ndarray:
-    """x Φ(x) = 0.5 x (1 + erf(x / sqrt(2))); f32 through ``_gelu_erf_f32``."""
+    """x Φ(x) = 0.5 x (1 + erf(x / sqrt(2))); f32 through ``_gelu_erf_f32``. -0 below x = -13
+    (f64: -37.5), where the result would soon be subnormal, as the native kernel (vmath.h):
+    subnormals slow every product that reads them."""
     if x.dtype == np.float32:
-        return _zero_at_neg_inf(x, _gelu_erf_f32(x))
-    return _zero_at_neg_inf(x, 0.5 * x * special.erfc(-x * _INV_SQRT_2))
+        out = _gelu_erf_f32(x)
+    else:
+        out = 0.5 * x * special.erfc(-x * _INV_SQRT_2)
+    np.copyto(out, -0.0, where=x < (-37.5 if x.dtype.itemsize > 4 else -13.0))
+    return out
 
 
 def _gelu_erf_f32(x: np.ndarray) -> np.ndarray:

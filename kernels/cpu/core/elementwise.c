@@ -106,8 +106,9 @@ static inline double gelu_tanh64(double x) {
     return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 static inline double gelu_erf64(double x) {
-    /* x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2: no cancellation for negative x */
-    if (x < -40.0) return -0.0;
+    /* x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2: no cancellation for negative x; -0 below
+     * -37.5, where the result would soon be subnormal (from -37.616), as the f32 kernel */
+    if (x < -37.5) return -0.0;
     return x * 0.5 * erfc(-x * 0.70710678118654752);
 }
 
