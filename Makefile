@@ -141,12 +141,12 @@ test-numpy-path: $(STAMP)-dev
 # WORKBENCH_SANITIZE=1 into $(ASAN_DIR) and imported from there (WORKBENCH_NATIVE_DIR) instead
 # of the normal build. The interpreter is not instrumented, so libasan must be preloaded; leak
 # checks are off (the interpreter's own allocations would drown them). make test runs the fast
-# subset (the native property tests, pooling, the row ops' and relu's backward, the LLM kernels
-# and the batched quantized products), make test-asan the op tables too.
+# subset (the native property tests, pooling, the row ops' and relu's backward, the LLM kernels,
+# the batched quantized products and the native copies), make test-asan the op tables too.
 ASAN_DIR := build/asan
 ASAN_FAST_TESTS := tests/test_native_elementwise.py tests/test_native_pool.py tests/test_native_conv.py \
 	tests/test_native_conv_direct.py tests/test_native_rows_backward.py tests/models/llm/test_llm_ops.py \
-	tests/test_native_relu_backward.py tests/quantized/test_qmatmul_batch.py
+	tests/test_native_relu_backward.py tests/quantized/test_qmatmul_batch.py tests/test_native_copy.py
 ASAN_TESTS := $(ASAN_FAST_TESTS) tests/test_ops_elementwise.py tests/test_ops_reduce.py \
 	tests/test_fused.py tests/test_native_attention.py tests/test_native_reduce.py tests/quantized/test_qdot.py \
 	tests/quantized/test_qdot_small_batch.py tests/test_native_optim.py

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 from scipy import special
 
 from workbench.backends.cpu import elementwise as ew
@@ -207,6 +208,34 @@ def test_softmax_any_dim_matches_numpy_path(data, dtype, log):
     dim = data.draw(st.integers(0, len(shape) - 1))
     op = x.log_softmax if log else x.softmax
     check(*both(lambda: op(lx, dim)), dtype, exact=False)
+
+
+@pytest.mark.parametrize(
+    "shape, dim",
+    [((3, 5, 16), 1), ((2, 7, 63), 1), ((1, 4, 16, 8400), 2), ((2, 3, 65, 2), 1),
+     ((130, 4, 1, 33), 1), ((1, 1024, 17), 1), ((1, 1025, 17), 1), ((1, 1, 70), 1)],
+)  # fmt: skip
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_over_inner_columns_matches_torch(shape, dim, dtype, log):
+    """Lines along a dim with contiguous dims after it: the column blocks (64 lines) of
+    rows.c, around the block width, the longest dim they take (1024) and the first beyond,
+    with a column of -inf (NaN, as torch), one with a -inf entry and an outer dim stepped."""
+    rng = np.random.default_rng(sum(shape))
+    full = rng.standard_normal((shape[0] * 2, *shape[1:])) * 4
+    full[(0,) * (dim) + (slice(None),) + (0,) * (len(shape) - dim - 1)] = -np.inf
+    full[(0,) * (len(shape) - 1) + (-1,)] = -np.inf
+    base = full.astype(DTYPES[dtype])
+    view = base[::2]  # the outer dim stepped: the column path reads it in place
+    x, lx = operand(view, base)
+    op = x.log_softmax if log else x.softmax
+    native, numpy = both(lambda: op(lx, dim))
+    ref = (torch.log_softmax if log else torch.softmax)(torch.tensor(view.astype(np.float64)), dim)
+    want = ref.numpy()
+    # log_softmax subtracts a shift of up to ~15 (max + log Σ): a few f32 ulp of it, 1e-5
+    rtol, atol = (1e-2, 1e-2) if dtype == "bf16" else (2e-6, 1e-5 if log else 2e-6)
+    for got in (native, numpy):
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=atol)
 
 
 @SETTINGS

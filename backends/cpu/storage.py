@@ -25,6 +25,10 @@ from .relu_grad import ReluGradOps
 
 # kernels/cpu/core/cast.c (None on the numpy path, or in an extension built before it existed)
 _NATIVE_CAST = getattr(NATIVE, "cast", None)
+# Elements from which ``copy_strided`` and ``contiguous`` take the native copy rather than
+# numpy's: below, both take about the same time (f32, 2 threads: 1.5 µs for 16k contiguous);
+# from 64k the threads pay.
+_NATIVE_COPY_MIN = 1 << 16
 
 
 def _allocation_error(shape: tuple[int, ...], dtype: str, err: Exception) -> Exception:
@@ -39,6 +43,14 @@ def _allocation_error(shape: tuple[int, ...], dtype: str, err: Exception) -> Exc
         f"cpu is out of memory allocating {nbytes} bytes ({nbytes / 2**30:.1f} GiB) for shape "
         f"{shape} {dtype} ({_COUNTERS.active} bytes in use by workbench)"
     )
+
+
+def _native_copy(a: np.ndarray, layout, dtype) -> np.ndarray:
+    """``a``'s elements at ``layout`` as a new C-contiguous array of ``dtype``, by the native
+    cast (strided input read in place, threaded)."""
+    out = np.empty(layout.shape, dtype)
+    _NATIVE_CAST(a, layout.offset, layout.shape, layout.strides, out)
+    return out
 
 
 class CpuStorage(
@@ -124,9 +136,7 @@ class CpuStorage(
         out = NUMPY_BY_NAME[dtype]
         a = self.array
         if _NATIVE_CAST is not None and type(a) is np.ndarray:
-            r = np.empty(layout.shape, out)
-            _NATIVE_CAST(a, layout.offset, layout.shape, layout.strides, r)
-            return CpuStorage(r)
+            return CpuStorage(_native_copy(a, layout, out))
         src = view(a, layout)
         if out.kind in "iu" and src.dtype.char == "E":
             # ml_dtypes casts bf16 out of an integer's range to 0; through f32 (exact) it
@@ -135,11 +145,31 @@ class CpuStorage(
         return CpuStorage(src.astype(out, order="C"))
 
     def copy_strided(self, src_layout, dst: CpuStorage, dst_layout) -> None:
-        """``dst[dst_layout] = self[src_layout]`` (shapes equal or broadcastable)."""
-        view(dst.array, dst_layout)[...] = view(self.array, src_layout)
+        """``dst[dst_layout] = self[src_layout]`` (shapes equal or broadcastable). Into a
+        contiguous region of another buffer, in one dtype (``cat`` of a batch of one, ``pad``),
+        the native cast copies on the kernels' threads: half the time of numpy's copy for
+        YOLOv8's concatenations (0.21 vs 0.41 ms at 3 × 16×160², 2 threads)."""
+        src, out = self.array, view(dst.array, dst_layout)
+        if (
+            _NATIVE_CAST is not None
+            and out.size >= _NATIVE_COPY_MIN
+            and type(src) is np.ndarray
+            and src.dtype is out.dtype
+            and tuple(src_layout.shape) == out.shape
+            and out.flags.c_contiguous
+            and not np.may_share_memory(src, out)
+        ):
+            _NATIVE_CAST(src, src_layout.offset, src_layout.shape, src_layout.strides, out)
+            return
+        out[...] = view(src, src_layout)
 
     def const_set(self, layout, value) -> None:
         view(self.array, layout)[...] = value
 
     def contiguous(self, layout) -> CpuStorage:
-        return CpuStorage(view(self.array, layout).copy(order="C"))
+        """A C-contiguous copy; from 64k elements by the native cast on the kernels' threads
+        (permuted copies of 64k-4M f32 in 0.45-0.6 of numpy's time, 2 threads)."""
+        a = self.array
+        if _NATIVE_CAST is not None and type(a) is np.ndarray and layout.numel >= _NATIVE_COPY_MIN:
+            return CpuStorage(_native_copy(a, layout, a.dtype))
+        return CpuStorage(view(a, layout).copy(order="C"))

@@ -3,7 +3,8 @@
  * line is read into a buffer of the compute type (or used in place when it already is
  * contiguous), reduced with 16 independent partial sums (so the compiler vectorises it without
  * reassociating a single sum), and written back once, rounded once for f16 / bf16. Lines are
- * spread over the threads. */
+ * spread over the threads. A softmax along a dim with contiguous dims after it goes by column
+ * blocks instead: 64 adjacent lines at a time, vectorised across them. */
 #include "convert.h"
 #include "threads.h"
 #include "vmath.h"
@@ -94,6 +95,7 @@ typedef struct {
     int dim, log;
     char *out;
     int out_dtype;
+    Py_ssize_t inner; /* elements of the dims after ``dim`` (the column path) */
 } softmax_ctx;
 
 /* f32 ``r`` (n) into the output of dtype ``dt`` at element ``o``, ``stride`` apart. */
@@ -132,6 +134,61 @@ static void softmax_lines(const void *ctx, int t, Py_ssize_t l0, Py_ssize_t l1, 
     }
 }
 
+/* Adjacent lines of one column block, and the longest dim the column path takes. */
+#define WB_COL_BLOCK 64
+#define WB_COL_MAX_N 1024
+
+/* softmax along a dim whose inner dims (those after it) are contiguous in x: units of up to
+ * WB_COL_BLOCK adjacent lines (inner indices j0.. of one outer index), so that every load and
+ * store is a contiguous run along the inner dims, not n single elements a stride apart (the
+ * DFL softmax of YOLOv8, over 16 of (1, 4, 16, 8400), ran 6x torch's time that way). */
+static void softmax_columns(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *vbuf) {
+    (void)t;
+    const softmax_ctx *c = ctx;
+    const wb_operand *x = c->x;
+    const int dim = c->dim, dt = x->dtype, odt = c->out_dtype, log = c->log;
+    const Py_ssize_t n = x->shape[dim], s = x->strides[dim], inner = c->inner;
+    const Py_ssize_t per = (inner + WB_COL_BLOCK - 1) / WB_COL_BLOCK;
+    float *e = vbuf;                   /* n × WB_COL_BLOCK results */
+    float *v = e + n * WB_COL_BLOCK;   /* n × WB_COL_BLOCK inputs widened to f32 */
+    const float **rows = (const float **)(v + n * WB_COL_BLOCK);
+    float m[WB_COL_BLOCK], shift[WB_COL_BLOCK];
+    double sum[WB_COL_BLOCK]; /* f64: a sequential sum over up to 1024 lines stays exact-ish */
+    for (Py_ssize_t u = u0; u < u1; u++) {
+        const Py_ssize_t j0 = (u % per) * WB_COL_BLOCK;
+        const Py_ssize_t b = inner - j0 < WB_COL_BLOCK ? inner - j0 : WB_COL_BLOCK;
+        Py_ssize_t in, o;
+        line_start(x, dim, u / per * inner + j0, &in, &o);
+        for (Py_ssize_t j = 0; j < b; j++) m[j] = -__builtin_inff(), sum[j] = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const float *r = rows[i] = wb_load_f32(dt, x->data, in + i * s, 1, b,
+                                                   v + i * WB_COL_BLOCK);
+            for (Py_ssize_t j = 0; j < b; j++)
+                m[j] = (r[j] > m[j] || r[j] != r[j]) ? r[j] : m[j]; /* NaN wins */
+        }
+        /* the row pointers in locals marked restrict: stores through ei could otherwise
+         * alias the pointer array, which keeps gcc from vectorising over j */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const float *restrict r = rows[i];
+            float *restrict ei = e + i * WB_COL_BLOCK;
+            for (Py_ssize_t j = 0; j < b; j++) {
+                ei[j] = wb_expf(r[j] - m[j]);
+                sum[j] += ei[j];
+            }
+        }
+        for (Py_ssize_t j = 0; j < b; j++) /* the shift, or 1 / Σ */
+            shift[j] = log ? m[j] + wb_logf((float)sum[j]) : (float)(1.0 / sum[j]);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const float *restrict r = rows[i];
+            float *restrict ei = e + i * WB_COL_BLOCK;
+            if (log)
+                for (Py_ssize_t j = 0; j < b; j++) ei[j] = r[j] - shift[j];
+            else
+                for (Py_ssize_t j = 0; j < b; j++) ei[j] *= shift[j];
+            wb_store_line_f32(odt, c->out, o + i * inner, ei, b);
+        }
+    }
+}
 
 /* softmax(x, offset, shape, strides, dim, out, log) */
 static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -156,7 +213,17 @@ static PyObject *py_softmax(PyObject *self, PyObject *const *args, Py_ssize_t na
     const Py_ssize_t numel = wb_numel(x.ndim, x.shape), n = x.shape[dim];
     if (numel == 0) Py_RETURN_NONE;
     const Py_ssize_t lines = numel / n;
-    softmax_ctx c = {&x, (int)dim, log, out.data, out.dtype};
+    softmax_ctx c = {&x, (int)dim, log, out.data, out.dtype, 1};
+    int columns = n <= WB_COL_MAX_N; /* the dims after dim contiguous, at least 16 elements */
+    for (int d = x.ndim - 1; d > dim; d--) {
+        if (x.shape[d] != 1 && x.strides[d] != c.inner) columns = 0;
+        c.inner *= x.shape[d];
+    }
+    if (columns && c.inner >= 16) {
+        const size_t block = sizeof(float) * 2 * WB_COL_BLOCK + sizeof(float *);
+        return run_lines(softmax_columns, &c, lines / c.inner * ((c.inner + WB_COL_BLOCK - 1) /
+                         WB_COL_BLOCK), numel, block * (size_t)n);
+    }
     return run_lines(softmax_lines, &c, lines, numel, sizeof(float) * 2 * (size_t)n);
 }
 
