@@ -238,6 +238,24 @@ def test_softmax_over_inner_columns_matches_torch(shape, dim, dtype, log):
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_softmax_rows_with_nan_or_inf_match_torch(dtype):
+    """Rows of 100 (vector lanes and a tail): a NaN anywhere makes the row NaN, +inf too
+    (inf - inf), -inf entries get 0 and a row of -inf is NaN, as torch; a row whose maximum
+    (500, in a vector lane) would overflow exp if the vector max missed it."""
+    x = np.random.default_rng(3).standard_normal((7, 100)) * 5
+    x[0, 3], x[1, 47], x[2, 99] = np.nan, np.nan, np.nan  # first vector, middle, tail
+    x[3, 50] = np.inf
+    x[4, :60] = -np.inf
+    x[5, :] = -np.inf
+    x[6, 20] = 500.0
+    x = x.astype(DTYPES[dtype])
+    s, layout = operand(x, x)
+    want = torch.softmax(torch.tensor(x.astype(np.float64)), -1).numpy()
+    for got in both(lambda: s.softmax(layout, 1)):
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=1e-6)
+
+
 @SETTINGS
 @hypothesis.given(data=st.data(), dtype=ROW_DTYPES, affine=st.booleans())
 def test_layer_and_rms_norm_match_numpy_path(data, dtype, affine):

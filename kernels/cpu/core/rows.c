@@ -12,22 +12,32 @@
 #include <math.h>
 #include <stdlib.h>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #define WB_LANES 16
 /* Elements above which a row op runs on several threads. */
 #define WB_ROWS_PAR (1 << 15)
 
+/* max of x (n), in vector registers where the ISA has them (written as a select, gcc had left
+ * this loop scalar: half a 4096² softmax's time). NaN elements may be passed over: softmax
+ * only subtracts the max, and a NaN's exp makes the line's sum, so the whole line, NaN. */
 static float lane_max(const float *restrict x, Py_ssize_t n) {
-    float acc[WB_LANES];
-    for (int j = 0; j < WB_LANES; j++) acc[j] = -__builtin_inff();
     Py_ssize_t i = 0;
-    for (; i + WB_LANES <= n; i += WB_LANES)
-        for (int j = 0; j < WB_LANES; j++) {
-            const float v = x[i + j];
-            acc[j] = (v > acc[j] || v != v) ? v : acc[j]; /* NaN wins, as numpy's max */
-        }
     float m = -__builtin_inff();
-    for (int j = 0; j < WB_LANES; j++) m = (acc[j] > m || acc[j] != acc[j]) ? acc[j] : m;
-    for (; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
+#if defined(__AVX512F__)
+    __m512 acc = _mm512_set1_ps(-__builtin_inff());
+    for (; i + 16 <= n; i += 16) acc = _mm512_max_ps(acc, _mm512_loadu_ps(x + i));
+    m = _mm512_reduce_max_ps(acc);
+#elif defined(__AVX__)
+    __m256 acc = _mm256_set1_ps(-__builtin_inff());
+    for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + i));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (int j = 0; j < 8; j++) m = lanes[j] > m ? lanes[j] : m;
+#endif
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;
 }
 
@@ -164,7 +174,7 @@ static void softmax_columns(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1
             const float *r = rows[i] = wb_load_f32(dt, x->data, in + i * s, 1, b,
                                                    v + i * WB_COL_BLOCK);
             for (Py_ssize_t j = 0; j < b; j++)
-                m[j] = (r[j] > m[j] || r[j] != r[j]) ? r[j] : m[j]; /* NaN wins */
+                m[j] = ((r[j] > m[j]) | (r[j] != r[j])) ? r[j] : m[j]; /* NaN wins */
         }
         /* the row pointers in locals marked restrict: stores through ei could otherwise
          * alias the pointer array, which keeps gcc from vectorising over j */
