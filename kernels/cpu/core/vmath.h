@@ -140,7 +140,7 @@ static inline float wb_erff(float x) {
  * slow every later product that reads them (a TinyViT 1x1 conv whose input was 3.5%
  * subnormal gelu outputs ran 20x slower in OpenBLAS). a is capped at 13 for the same reason. */
 static inline float wb_gelu_erff(float x) {
-    const float a = x < 0.0f ? -x : x;
+    const float a = __builtin_fabsf(x); /* +0 for -0, so that gelu(-0) = -0 - 0 = -0 */
     const float ac = a > 13.0f ? 13.0f : a;
     const float z = ac * 0.70710678118654752f;
     const float ae = (0.5f * ac * wb_erfc_tp(z)) * wb_expf(-z * z);
