@@ -173,8 +173,8 @@ static void softmax_columns(const void *ctx, int t, Py_ssize_t u0, Py_ssize_t u1
         for (Py_ssize_t i = 0; i < n; i++) {
             const float *r = rows[i] = wb_load_f32(dt, x->data, in + i * s, 1, b,
                                                    v + i * WB_COL_BLOCK);
-            for (Py_ssize_t j = 0; j < b; j++)
-                m[j] = ((r[j] > m[j]) | (r[j] != r[j])) ? r[j] : m[j]; /* NaN wins */
+            for (Py_ssize_t j = 0; j < b; j++) /* NaN may be passed over, as in lane_max */
+                m[j] = r[j] > m[j] ? r[j] : m[j];
         }
         /* the row pointers in locals marked restrict: stores through ei could otherwise
          * alias the pointer array, which keeps gcc from vectorising over j */
