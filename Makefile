@@ -133,7 +133,7 @@ test-python: $(STAMP)-dev
 # The op tables on the numpy path (the fallback of platforms without the compiled kernels);
 # test-python runs them on the native kernels.
 NUMPY_PATH_TESTS := tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_fused.py \
-	tests/test_autograd.py
+	tests/test_autograd.py tests/notebook/test_memory.py
 test-numpy-path: $(STAMP)-dev
 	WORKBENCH_NATIVE=0 $(PY) -m pytest -q -p no:cacheprovider $(NUMPY_PATH_TESTS)
 
@@ -142,11 +142,13 @@ test-numpy-path: $(STAMP)-dev
 # of the normal build. The interpreter is not instrumented, so libasan must be preloaded; leak
 # checks are off (the interpreter's own allocations would drown them). make test runs the fast
 # subset (the native property tests, pooling, the row ops' and relu's backward, the LLM kernels,
-# the batched quantized products and the native copies), make test-asan the op tables too.
+# the batched quantized products, the native copies and the storage type), make test-asan the op
+# tables too.
 ASAN_DIR := build/asan
 ASAN_FAST_TESTS := tests/test_native_elementwise.py tests/test_native_pool.py tests/test_native_conv.py \
 	tests/test_native_conv_direct.py tests/test_native_rows_backward.py tests/models/llm/test_llm_ops.py \
-	tests/test_native_relu_backward.py tests/quantized/test_qmatmul_batch.py tests/test_native_copy.py
+	tests/test_native_relu_backward.py tests/quantized/test_qmatmul_batch.py tests/test_native_copy.py \
+	tests/notebook/test_memory.py
 ASAN_TESTS := $(ASAN_FAST_TESTS) tests/test_ops_elementwise.py tests/test_ops_reduce.py \
 	tests/test_fused.py tests/test_native_attention.py tests/test_native_reduce.py tests/quantized/test_qdot.py \
 	tests/quantized/test_qdot_small_batch.py tests/test_native_optim.py

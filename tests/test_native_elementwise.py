@@ -389,24 +389,47 @@ def test_calls_from_several_python_threads():
 
 def test_bad_arguments_raise_instead_of_crashing():
     x = np.zeros(10, np.float32)
-    out = np.empty(10, np.float32)
     code = ew._NATIVE_UNARY["exp"]
+    add = ew._NATIVE_BINARY["add"]
+    flat = Layout((10,), (1,), 0)
     with pytest.raises(ValueError, match="addresses elements"):
-        NATIVE.unary(code, x, 5, (10,), (1,), out, 0.0, 0.0)
+        NATIVE.unary(code, x, Layout((10,), (1,), 5), 0.0, 0.0)
     with pytest.raises(ValueError, match="addresses elements"):
-        NATIVE.unary(code, x, 0, (2, 5), (6, 1), np.empty((2, 5), np.float32), 0.0, 0.0)
-    with pytest.raises(ValueError, match="out: expected 10 elements"):
-        NATIVE.unary(code, x, 0, (10,), (1,), np.empty(9, np.float32), 0.0, 0.0)
+        NATIVE.unary(code, x, Layout((2, 5), (6, 1), 0), 0.0, 0.0)
+    with pytest.raises(ValueError, match="addresses elements"):
+        NATIVE.binary(add, x, flat, x, Layout((10,), (2,), 0))
+    with pytest.raises(ValueError, match="shapes differ"):
+        NATIVE.binary(add, x, flat, x, Layout((2, 5), (5, 1), 0))
+    with pytest.raises(ValueError, match="shapes differ"):
+        NATIVE.cmp(ew._NATIVE_CMP["lt"], x, Layout((4,), (1,), 0), x, Layout((2, 2), (2, 1), 0))
     with pytest.raises(TypeError, match="unsupported dtype"):
-        NATIVE.unary(code, x.astype(np.int32), 0, (10,), (1,), out, 0.0, 0.0)
-    with pytest.raises(TypeError, match="expected a numpy array"):
-        NATIVE.unary(code, [0.0] * 10, 0, (10,), (1,), out, 0.0, 0.0)
+        NATIVE.unary(code, x.astype(">f4"), flat, 0.0, 0.0)
     with pytest.raises(ValueError, match="no op with code"):
-        NATIVE.unary(10_000, x, 0, (10,), (1,), out, 0.0, 0.0)
-    with pytest.raises(ValueError, match="C-contiguous writable"):
-        NATIVE.unary(code, x, 0, (10,), (1,), np.empty(20, np.float32)[::2], 0.0, 0.0)
-    with pytest.raises(TypeError, match="expected 8 arguments"):
+        NATIVE.unary(10_000, x, flat, 0.0, 0.0)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        NATIVE.unary(code, np.zeros(20, np.float32)[::2], flat, 0.0, 0.0)
+    with pytest.raises(AttributeError):
+        NATIVE.unary(code, x, (10,), 0.0, 0.0)
+    with pytest.raises(TypeError, match="expected 5 arguments"):
         NATIVE.unary(code, x)
+    # operands the kernels do not compute: None, so that the caller takes numpy's path
+    assert NATIVE.unary(code, [0.0] * 10, flat, 0.0, 0.0) is None
+    assert NATIVE.unary(code, x.astype(np.int32), flat, 0.0, 0.0) is None
+    assert NATIVE.binary(add, x, flat, x.astype(np.float64), flat) is None
+    assert NATIVE.binary(add, x, flat, np.ma.masked_array(x), flat) is None
+
+
+def test_native_results_are_new_arrays_of_the_input_dtype():
+    x = np.arange(12, dtype=np.float16).reshape(3, 4)
+    transposed = Layout((4, 3), (1, 4), 0)
+    out = NATIVE.binary(ew._NATIVE_BINARY["sub"], x, transposed, x, Layout((4, 3), (0, 1), 0))
+    assert out.dtype == np.float16 and out.flags.c_contiguous and out.shape == (4, 3)
+    np.testing.assert_array_equal(out, x.T - x[0, :3])
+    less = NATIVE.cmp(ew._NATIVE_CMP["lt"], x, transposed, x, Layout((4, 3), (0, 1), 0))
+    np.testing.assert_array_equal(less, x.T < x[0, :3])
+    assert less.dtype == np.bool_
+    y = NATIVE.unary(ew._NATIVE_UNARY["affine"], x, transposed, 2.0, 1.0)
+    np.testing.assert_array_equal(y, x.T * 2 + 1)
 
 
 def test_num_threads_api():

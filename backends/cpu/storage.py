@@ -15,7 +15,7 @@ from .elementwise import ElementwiseOps
 from .fused import FusedOps
 from .indexing import IndexingOps
 from .matmul import MatmulOps
-from .memory import COUNTERS as _COUNTERS
+from .memory import StorageBase, active_bytes
 from .native import NATIVE
 from .optim import OptimOps
 from .pool import PoolOps
@@ -41,7 +41,7 @@ def _allocation_error(shape: tuple[int, ...], dtype: str, err: Exception) -> Exc
     nbytes = math.prod(shape) * NUMPY_BY_NAME[dtype].itemsize
     return OutOfMemory(
         f"cpu is out of memory allocating {nbytes} bytes ({nbytes / 2**30:.1f} GiB) for shape "
-        f"{shape} {dtype} ({_COUNTERS.active} bytes in use by workbench)"
+        f"{shape} {dtype} ({active_bytes()} bytes in use by workbench)"
     )
 
 
@@ -66,33 +66,17 @@ class CpuStorage(
     OptimOps,
     QuantizedOps,
     BackendStorage,
+    StorageBase,
 ):
     """A C-contiguous numpy array holding a tensor's elements (any shape; views use layouts).
 
-    ``version`` counts in-place writes; autograd uses it to refuse gradients computed from
-    values that were overwritten after they were saved.
+    ``CpuStorage(array, owned=True)``: an owned array counts in ``memory_stats``. ``version``
+    counts in-place writes; autograd uses it to refuse gradients computed from values that were
+    overwritten after they were saved.
     """
 
     device_kind = "cpu"
-    __slots__ = ("array", "version", "_owned_bytes")
-
-    def __init__(self, array: np.ndarray, owned: bool = True):
-        self.array = array
-        self.version = 0
-        if owned:
-            nbytes = array.nbytes
-            self._owned_bytes = nbytes
-            counters = _COUNTERS
-            active = counters.active + nbytes
-            counters.active = active
-            counters.allocations += 1
-            if active > counters.peak:
-                counters.peak = active
-        else:
-            self._owned_bytes = 0
-
-    def __del__(self) -> None:
-        _COUNTERS.active -= self._owned_bytes
+    __slots__ = ()  # array, version and _owned_bytes are StorageBase's
 
     # -- allocation and host transfers -------------------------------------------------
     @classmethod

@@ -162,9 +162,7 @@ static PyObject *py_cast(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     wb_iter it;
     if (wb_iter_init(&it, 1, in, x.ndim, x.shape) < 0) return NULL;
     cast_ctx ctx = {x.data, x.dtype, out.data, out.dtype};
-    Py_BEGIN_ALLOW_THREADS
     wb_iter_run(&it, cast_chunk, &ctx, WB_CAST_PAR);
-    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 

@@ -384,51 +384,75 @@ static int check_dtype(int ok, const char *what) {
     return -1;
 }
 
-/* unary(code, x, offset, shape, strides, out, p0, p1) */
-static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (check_nargs(nargs, 8, "unary") < 0) return NULL;
-    int code = op_code(args[0], WB_NUNARY, "unary");
-    if (code < 0) return NULL;
-    wb_operand x, out;
-    if (wb_operand_parse(&x, args[1], args[2], args[3], args[4], "x") < 0 ||
-        wb_output_parse(&out, args[5], x.ndim, x.shape) < 0)
-        return NULL;
-    double p0 = PyFloat_AsDouble(args[6]), p1 = PyFloat_AsDouble(args[7]);
-    if (PyErr_Occurred()) return NULL;
-    if (check_dtype(wb_is_float(x.dtype) && x.dtype == out.dtype, "unary") < 0) return NULL;
-    const wb_operand *in[1] = {&x};
-    wb_iter it;
-    if (wb_iter_init(&it, 1, in, x.ndim, x.shape) < 0) return NULL;
-    ew_ctx ctx = {&unary_ops[code], {x.data}, {x.dtype}, out.data, out.dtype, p0, p1};
-    Py_BEGIN_ALLOW_THREADS
-    wb_iter_run(&it, unary_chunk, &ctx, unary_ops[code].min_parallel);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+/* A new C-contiguous array of ``layout``'s shape and ``dtype`` (numpy.empty), parsed into
+ * ``out`` as the output of operands of ``x``'s shape; NULL on error. */
+static PyObject *new_output(wb_operand *out, PyObject *layout, PyObject *dtype,
+                            const wb_operand *x) {
+    PyObject *shape = wb_layout_shape(layout);
+    PyObject *result = shape ? wb_empty(shape, dtype) : NULL;
+    Py_XDECREF(shape);
+    if (result && wb_output_parse(out, result, x->ndim, x->shape) < 0) Py_CLEAR(result);
+    return result;
 }
 
-/* binary/cmp(code, a, a_offset, a_strides, b, b_offset, b_strides, out, shape) */
+/* unary(code, x, layout, p0, p1) -> a new C-contiguous array of x's dtype, or None where the
+ * kernels do not apply (x not exactly a numpy array, or not of a float dtype): the caller takes
+ * numpy's path then. ``layout`` is a ``Layout`` object, read here. */
+static PyObject *py_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (check_nargs(nargs, 5, "unary") < 0) return NULL;
+    int code = op_code(args[0], WB_NUNARY, "unary");
+    if (code < 0) return NULL;
+    double p0 = PyFloat_AsDouble(args[3]), p1 = PyFloat_AsDouble(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (Py_TYPE(args[1]) != wb_ndarray_type) Py_RETURN_NONE;
+    wb_operand x, out;
+    if (wb_operand_of_layout(&x, args[1], args[2], "x") < 0) return NULL;
+    if (!wb_is_float(x.dtype)) Py_RETURN_NONE;
+    PyObject *result = new_output(&out, args[2], wb_array_dtype(args[1]), &x);
+    const wb_operand *in[1] = {&x};
+    wb_iter it;
+    if (!result || wb_iter_init(&it, 1, in, x.ndim, x.shape) < 0) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    ew_ctx ctx = {&unary_ops[code], {x.data}, {x.dtype}, out.data, out.dtype, p0, p1};
+    wb_iter_run(&it, unary_chunk, &ctx, unary_ops[code].min_parallel);
+    return result;
+}
+
+/* binary/cmp(code, a, a_layout, b, b_layout) -> a new C-contiguous array of a's dtype (bool for
+ * cmp), or None where the kernels do not apply (an operand not exactly a numpy array, dtypes not
+ * one float type): the caller takes numpy's path then. The layouts are ``Layout`` objects of
+ * one shape (broadcast already), read here: the dispatch of ``a + b`` is this one call. */
 static PyObject *two_operands(PyObject *const *args, Py_ssize_t nargs, int count, int is_cmp) {
     const char *what = is_cmp ? "cmp" : "binary";
-    if (check_nargs(nargs, 9, what) < 0) return NULL;
+    if (check_nargs(nargs, 5, what) < 0) return NULL;
     int code = op_code(args[0], count, what);
     if (code < 0) return NULL;
+    PyObject *a_array = args[1], *b_array = args[3];
+    if (Py_TYPE(a_array) != wb_ndarray_type || Py_TYPE(b_array) != wb_ndarray_type)
+        Py_RETURN_NONE;
     wb_operand a, b, out;
-    if (wb_operand_parse(&a, args[1], args[2], args[8], args[3], "a") < 0 ||
-        wb_operand_parse(&b, args[4], args[5], args[8], args[6], "b") < 0 ||
-        wb_output_parse(&out, args[7], a.ndim, a.shape) < 0)
+    if (wb_operand_of_layout(&a, a_array, args[2], "a") < 0 ||
+        wb_operand_of_layout(&b, b_array, args[4], "b") < 0)
         return NULL;
-    int ok = wb_is_float(a.dtype) && a.dtype == b.dtype &&
-             (is_cmp ? out.dtype == WB_BOOL : out.dtype == a.dtype);
-    if (check_dtype(ok, what) < 0) return NULL;
+    if (b.ndim != a.ndim || memcmp(a.shape, b.shape, a.ndim * sizeof(Py_ssize_t))) {
+        PyErr_Format(PyExc_ValueError, "%s: the layouts' shapes differ", what);
+        return NULL;
+    }
+    if (!wb_is_float(a.dtype) || a.dtype != b.dtype) Py_RETURN_NONE;
+    PyObject *dtype = is_cmp ? wb_bool_dtype : wb_array_dtype(a_array);
+    PyObject *result = new_output(&out, args[2], dtype, &a);
     const wb_operand *in[2] = {&a, &b};
     wb_iter it;
-    if (wb_iter_init(&it, 2, in, a.ndim, a.shape) < 0) return NULL;
+    if (!result || wb_iter_init(&it, 2, in, a.ndim, a.shape) < 0) {
+        Py_XDECREF(result);
+        return NULL;
+    }
     ew_ctx ctx = {is_cmp ? (const void *)&cmp_ops[code] : (const void *)&binary_ops[code],
                   {a.data, b.data}, {a.dtype, b.dtype}, out.data, out.dtype, 0, 0};
-    Py_BEGIN_ALLOW_THREADS
     wb_iter_run(&it, is_cmp ? cmp_chunk : binary_chunk, &ctx, WB_PAR_CHEAP);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    return result;
 }
 
 static PyObject *py_binary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -455,9 +479,7 @@ static PyObject *py_where(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (wb_iter_init(&it, 3, in, a.ndim, a.shape) < 0) return NULL;
     ew_ctx ctx = {NULL, {c.data, a.data, b.data}, {c.dtype, a.dtype, b.dtype}, out.data,
                   out.dtype, 0, 0};
-    Py_BEGIN_ALLOW_THREADS
     wb_iter_run(&it, where_chunk, &ctx, WB_PAR_CHEAP);
-    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
@@ -478,11 +500,11 @@ WB_NAMES(py_cmp_ops, cmp_ops, WB_NCMP)
 
 PyMethodDef wb_elementwise_methods[] = {
     {"unary", (PyCFunction)(void (*)(void))py_unary, METH_FASTCALL,
-     "unary(code, x, offset, shape, strides, out, p0, p1): out = op(x), contiguous out."},
+     "unary(code, x, layout, p0, p1) -> new array op(x), or None where numpy's path runs"},
     {"binary", (PyCFunction)(void (*)(void))py_binary, METH_FASTCALL,
-     "binary(code, a, a_offset, a_strides, b, b_offset, b_strides, out, shape)"},
+     "binary(code, a, a_layout, b, b_layout) -> new array, or None where numpy's path runs"},
     {"cmp", (PyCFunction)(void (*)(void))py_cmp, METH_FASTCALL,
-     "cmp(code, a, a_offset, a_strides, b, b_offset, b_strides, out, shape): bool out."},
+     "cmp(code, a, a_layout, b, b_layout) -> new bool array, or None where numpy's runs"},
     {"where", (PyCFunction)(void (*)(void))py_where, METH_FASTCALL,
      "where(c, c_off, c_strides, a, a_off, a_strides, b, b_off, b_strides, out, shape)"},
     {"unary_ops", py_unary_ops, METH_NOARGS, "Names of the unary ops, in code order."},

@@ -93,5 +93,12 @@ void wb_iter_run(const wb_iter *it, wb_chunk_fn fn, const void *ctx, Py_ssize_t 
     if (numel == 0) return;
     const Py_ssize_t units = numel / n * ((n + WB_CHUNK - 1) / WB_CHUNK);
     const iter_job_ctx c = {it, fn, ctx};
-    (void)wb_parallel_ranges(iter_job, &c, units, wb_threads_for(numel, min_parallel), 0);
+    const int threads = wb_threads_for(numel, min_parallel);
+    if (numel < WB_ITER_NOGIL_MIN) {
+        (void)wb_parallel_ranges(iter_job, &c, units, threads, 0);
+        return;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    (void)wb_parallel_ranges(iter_job, &c, units, threads, 0);
+    Py_END_ALLOW_THREADS
 }

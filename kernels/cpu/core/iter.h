@@ -14,6 +14,9 @@
  * less work per thread does not repay the fork (measured on a 2-core Xeon: see
  * benchmarks/bench_elementwise.py). */
 #define WB_PAR_CHEAP (1 << 16)
+/* Elements from which wb_iter_run releases the GIL: below, the pass takes about as long as the
+ * release and retake (~100 ns of the 1k-element add's dispatch). */
+#define WB_ITER_NOGIL_MIN (1 << 14)
 
 typedef struct {
     int nin, ndim;
@@ -29,7 +32,8 @@ typedef void (*wb_chunk_fn)(const void *ctx, const Py_ssize_t *off, const Py_ssi
 int wb_iter_init(wb_iter *it, int nin, const wb_operand *const *in, int ndim,
                  const Py_ssize_t *shape);
 /* Runs ``fn`` over every chunk, on several threads when there are at least ``min_parallel``
- * elements. Call without the GIL. */
+ * elements. Call with the GIL: it is released while the chunks run from WB_ITER_NOGIL_MIN
+ * elements (below, releasing and retaking it costs more than the work). */
 void wb_iter_run(const wb_iter *it, wb_chunk_fn fn, const void *ctx, Py_ssize_t min_parallel);
 
 #endif /* WB_ITER_H */

@@ -2,6 +2,29 @@
 #include "nd.h"
 
 PyTypeObject *wb_ndarray_type = NULL;
+PyObject *wb_numpy_empty = NULL, *wb_bool_dtype = NULL;
+
+/* The attribute names of a layout, interned once (wb_nd_init). */
+static PyObject *name_offset, *name_shape, *name_strides;
+
+int wb_nd_init(void) {
+    if (wb_ndarray_type) return 0;
+    PyObject *numpy = PyImport_ImportModule("numpy");
+    if (!numpy) return -1;
+    wb_ndarray_type = (PyTypeObject *)PyObject_GetAttrString(numpy, "ndarray");
+    wb_numpy_empty = PyObject_GetAttrString(numpy, "empty");
+    PyObject *bool_type = PyObject_GetAttrString(numpy, "bool_");
+    wb_bool_dtype = bool_type ? PyObject_CallMethod(numpy, "dtype", "O", bool_type) : NULL;
+    Py_XDECREF(bool_type);
+    Py_DECREF(numpy);
+    name_offset = PyUnicode_InternFromString("offset");
+    name_shape = PyUnicode_InternFromString("shape");
+    name_strides = PyUnicode_InternFromString("strides");
+    return wb_ndarray_type && wb_numpy_empty && wb_bool_dtype && name_offset && name_shape &&
+                   name_strides
+               ? 0
+               : -1;
+}
 
 /* The leading fields of numpy's PyArrayObject_fields and PyArray_Descr: public, and unchanged
  * from numpy 1.x to 2.x. Reading them directly avoids a build-time dependency on numpy and the
@@ -71,6 +94,22 @@ int wb_array(PyObject *obj, const char *what, char **data, int *dtype, Py_ssize_
     return 0;
 }
 
+int wb_array_nbytes(PyObject *obj, Py_ssize_t *nbytes) {
+    if (PyObject_TypeCheck(obj, wb_ndarray_type)) {
+        const wb_ndarray_fields *a = (const wb_ndarray_fields *)obj;
+        const int dtype = dtype_of((const wb_descr_fields *)a->descr);
+        if (dtype >= 0) {
+            *nbytes = wb_numel(a->nd, a->dimensions) * wb_itemsize[dtype];
+            return 0;
+        }
+    }
+    PyObject *n = PyObject_GetAttrString(obj, "nbytes"); /* other dtypes, other objects */
+    if (!n) return -1;
+    *nbytes = PyLong_AsSsize_t(n);
+    Py_DECREF(n);
+    return *nbytes == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 int wb_dims(PyObject *tuple, const char *what, Py_ssize_t *dims) {
     if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > WB_MAXDIM) {
         PyErr_Format(PyExc_ValueError, "%s: expected a tuple of at most %d ints", what, WB_MAXDIM);
@@ -113,6 +152,26 @@ int wb_operand_parse(wb_operand *op, PyObject *array, PyObject *offset, PyObject
         return -1;
     }
     return 0;
+}
+
+int wb_operand_of_layout(wb_operand *op, PyObject *array, PyObject *layout, const char *what) {
+    PyObject *offset = PyObject_GetAttr(layout, name_offset);
+    PyObject *shape = offset ? PyObject_GetAttr(layout, name_shape) : NULL;
+    PyObject *strides = shape ? PyObject_GetAttr(layout, name_strides) : NULL;
+    const int rc = strides ? wb_operand_parse(op, array, offset, shape, strides, what) : -1;
+    Py_XDECREF(offset);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return rc;
+}
+
+PyObject *wb_layout_shape(PyObject *layout) { return PyObject_GetAttr(layout, name_shape); }
+
+PyObject *wb_array_dtype(PyObject *array) { return ((const wb_ndarray_fields *)array)->descr; }
+
+PyObject *wb_empty(PyObject *shape, PyObject *dtype) {
+    PyObject *args[2] = {shape, dtype};
+    return PyObject_Vectorcall(wb_numpy_empty, args, 2, NULL);
 }
 
 int wb_output_parse(wb_operand *op, PyObject *array, const int ndim, const Py_ssize_t *shape) {

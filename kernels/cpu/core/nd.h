@@ -26,17 +26,29 @@ typedef struct {
     Py_ssize_t strides[WB_MAXDIM]; /* in elements */
 } wb_operand;
 
-/* numpy.ndarray, set when the module is created (elementwise.c). */
+/* numpy.ndarray, numpy.empty and dtype(bool), set by wb_nd_init when the module is created. */
 extern PyTypeObject *wb_ndarray_type;
+extern PyObject *wb_numpy_empty, *wb_bool_dtype;
+int wb_nd_init(void);
 
 /* Read a C-contiguous numpy array: data, dtype, and its element count. */
 int wb_array(PyObject *obj, const char *what, char **data, int *dtype, Py_ssize_t *numel,
              int writable);
+/* An array's nbytes (from its struct for the kernels' dtypes, else its ``nbytes``). */
+int wb_array_nbytes(PyObject *obj, Py_ssize_t *nbytes);
 /* A tuple of ints into dims[]; returns its length or -1. */
 int wb_dims(PyObject *tuple, const char *what, Py_ssize_t *dims);
 /* ``array`` viewed through (offset, shape, strides): checks every element is inside the buffer. */
 int wb_operand_parse(wb_operand *op, PyObject *array, PyObject *offset, PyObject *shape,
                      PyObject *strides, const char *what);
+/* As wb_operand_parse, with offset, shape and strides read from a ``Layout`` object. */
+int wb_operand_of_layout(wb_operand *op, PyObject *array, PyObject *layout, const char *what);
+/* A layout's shape tuple (a new reference). */
+PyObject *wb_layout_shape(PyObject *layout);
+/* A numpy array's dtype object (borrowed). */
+PyObject *wb_array_dtype(PyObject *array);
+/* numpy.empty(shape, dtype): a new C-contiguous array. */
+PyObject *wb_empty(PyObject *shape, PyObject *dtype);
 /* A contiguous output array of ``shape`` (its element count must match). */
 int wb_output_parse(wb_operand *op, PyObject *array, const int ndim, const Py_ssize_t *shape);
 

@@ -1,7 +1,7 @@
 /* The core kernel family's functions (threads, elementwise, reductions, fused row ops,
  * batch norm, attention, pooling, convolution copies, direct and depthwise convolutions, relu's
  * backward, optimizer steps, MPI's all_reduce call, the heap's policy): each file exports a
- * NULL-terminated PyMethodDef table, added here. */
+ * NULL-terminated PyMethodDef table, added here; storage.c adds CpuStorage's base type too. */
 #include "wb_native.h"
 
 #include "nd.h"
@@ -17,15 +17,10 @@ extern PyMethodDef wb_conv_direct_methods[];
 extern PyMethodDef wb_batchnorm_methods[];
 extern PyMethodDef wb_relu_backward_methods[], wb_optim_methods[];
 extern PyMethodDef wb_mpi_call_methods[], wb_heap_methods[];
+int wb_register_storage(PyObject *module);
 
 int wb_register_core(PyObject *module) {
-    if (!wb_ndarray_type) { /* the type kernels check their array arguments against */
-        PyObject *numpy = PyImport_ImportModule("numpy");
-        if (!numpy) return -1;
-        wb_ndarray_type = (PyTypeObject *)PyObject_GetAttrString(numpy, "ndarray");
-        Py_DECREF(numpy);
-        if (!wb_ndarray_type) return -1;
-    }
+    if (wb_nd_init() < 0 || wb_register_storage(module) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_thread_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_elementwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, wb_rows_methods) < 0) return -1;

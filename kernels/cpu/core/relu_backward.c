@@ -55,9 +55,7 @@ static PyObject *py_relu_backward(PyObject *self, PyObject *const *args, Py_ssiz
     wb_iter it;
     if (wb_iter_init(&it, 2, in, x.ndim, x.shape) < 0) return NULL;
     relu_ctx ctx = {x.data, g.data, out.data, x.dtype};
-    Py_BEGIN_ALLOW_THREADS
     wb_iter_run(&it, relu_backward_chunk, &ctx, WB_PAR_CHEAP); /* memory-bound */
-    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
