@@ -2,7 +2,8 @@
 #include "nd.h"
 
 PyTypeObject *wb_ndarray_type = NULL;
-PyObject *wb_numpy_empty = NULL, *wb_bool_dtype = NULL;
+PyObject *wb_bool_dtype = NULL;
+static PyObject *numpy_empty; /* numpy.empty, for wb_empty */
 
 /* The attribute names of a layout, interned once (wb_nd_init). */
 static PyObject *name_offset, *name_shape, *name_strides;
@@ -12,7 +13,7 @@ int wb_nd_init(void) {
     PyObject *numpy = PyImport_ImportModule("numpy");
     if (!numpy) return -1;
     wb_ndarray_type = (PyTypeObject *)PyObject_GetAttrString(numpy, "ndarray");
-    wb_numpy_empty = PyObject_GetAttrString(numpy, "empty");
+    numpy_empty = PyObject_GetAttrString(numpy, "empty");
     PyObject *bool_type = PyObject_GetAttrString(numpy, "bool_");
     wb_bool_dtype = bool_type ? PyObject_CallMethod(numpy, "dtype", "O", bool_type) : NULL;
     Py_XDECREF(bool_type);
@@ -20,7 +21,7 @@ int wb_nd_init(void) {
     name_offset = PyUnicode_InternFromString("offset");
     name_shape = PyUnicode_InternFromString("shape");
     name_strides = PyUnicode_InternFromString("strides");
-    return wb_ndarray_type && wb_numpy_empty && wb_bool_dtype && name_offset && name_shape &&
+    return wb_ndarray_type && numpy_empty && wb_bool_dtype && name_offset && name_shape &&
                    name_strides
                ? 0
                : -1;
@@ -171,7 +172,7 @@ PyObject *wb_array_dtype(PyObject *array) { return ((const wb_ndarray_fields *)a
 
 PyObject *wb_empty(PyObject *shape, PyObject *dtype) {
     PyObject *args[2] = {shape, dtype};
-    return PyObject_Vectorcall(wb_numpy_empty, args, 2, NULL);
+    return PyObject_Vectorcall(numpy_empty, args, 2, NULL);
 }
 
 int wb_output_parse(wb_operand *op, PyObject *array, const int ndim, const Py_ssize_t *shape) {

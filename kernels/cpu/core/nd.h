@@ -26,9 +26,9 @@ typedef struct {
     Py_ssize_t strides[WB_MAXDIM]; /* in elements */
 } wb_operand;
 
-/* numpy.ndarray, numpy.empty and dtype(bool), set by wb_nd_init when the module is created. */
+/* numpy.ndarray and dtype(bool), set by wb_nd_init when the module is created. */
 extern PyTypeObject *wb_ndarray_type;
-extern PyObject *wb_numpy_empty, *wb_bool_dtype;
+extern PyObject *wb_bool_dtype;
 int wb_nd_init(void);
 
 /* Read a C-contiguous numpy array: data, dtype, and its element count. */
