@@ -1,7 +1,8 @@
-"""The implicit-GEMM f32 convolution (kernels/cpu/core/conv_direct.c) against PyTorch in f64:
-random geometries whose output channels end inside a register block, whose grids end inside
-a micro-tile or a unit of work, with strides, dilations, pads and crops; and the errors of its
-Python call. The op tables (test_native_conv.py and the nn tests) reach it through conv2d."""
+"""The implicit-GEMM f32 convolution (kernels/cpu/core/conv_direct.c) and its weight gradient
+against PyTorch in f64: random geometries whose output channels end inside a register block,
+whose grids end inside a micro-tile or a unit of work, with strides, dilations, pads and crops;
+and the errors of their Python calls. The op tables (test_native_conv.py and the nn tests)
+reach them through conv2d and its backward."""
 
 from __future__ import annotations
 
@@ -51,6 +52,14 @@ def _run(x, w, b, stride, dilation, origin, out_hw):
     return y
 
 
+def _spy(monkeypatch, name: str) -> list:
+    """The calls (their arguments) of conv.py's function ``name`` from now on; it still runs."""
+    calls = []
+    original = getattr(cpu_conv, name)
+    monkeypatch.setattr(cpu_conv, name, lambda *args: calls.append(args) or original(*args))
+    return calls
+
+
 @pytest.mark.parametrize("seed", range(24))
 def test_random_geometries_match_torch(seed):
     rng = np.random.default_rng(seed)
@@ -81,18 +90,11 @@ def test_conv2d_of_f32_takes_it_and_matches_torch(monkeypatch):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 16, 33, 40), dtype=np.float32)
     w = rng.standard_normal((24, 16, 3, 3), dtype=np.float32)
-    calls = []
-    direct = cpu_conv._conv_direct
-
-    def spy(*args):
-        calls.append(args[3])
-        return direct(*args)
-
-    monkeypatch.setattr(cpu_conv, "_conv_direct", spy)
+    calls = _spy(monkeypatch, "_conv_direct")
     y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), stride=2, padding=1).numpy()
     want = F.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
                     stride=2, padding=1).numpy()  # fmt: skip
-    assert calls == [(2, 2)]
+    assert [args[3] for args in calls] == [(2, 2)]
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
 
 
@@ -104,13 +106,27 @@ def test_pointwise_conv2d_takes_it_up_to_64_input_channels(monkeypatch, channels
     x = rng.standard_normal((2, channels, 9, 13), dtype=np.float32)
     w = rng.standard_normal((20, channels, 1, 1), dtype=np.float32)
     b = rng.standard_normal(20, dtype=np.float32)
-    calls = []
-    original = cpu_conv._conv_direct
-    monkeypatch.setattr(cpu_conv, "_conv_direct", lambda *a: calls.append(a) or original(*a))
+    calls = _spy(monkeypatch, "_conv_direct")
     y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), wb.tensor(b)).numpy()
     want = F.conv2d(*(torch.tensor(a, dtype=torch.float64) for a in (x, w, b))).numpy()
     assert len(calls) == int(direct)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "channels, size, direct", [(255, 8, True), (256, 8, False), (256, 9, True), (300, 4, False)]
+)
+def test_small_images_of_many_channels_take_im2col(monkeypatch, channels, size, direct):
+    """From 256 input channels an image of at most 64 output pixels runs as im2col and BLAS
+    (measured 1.2-2× faster than the implicit product at 8²)."""
+    rng = np.random.default_rng(channels + size)
+    x = rng.standard_normal((2, channels, size, size), dtype=np.float32)
+    w = rng.standard_normal((8, channels, 3, 3), dtype=np.float32)
+    calls = _spy(monkeypatch, "_conv_direct")
+    y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), padding=1).numpy()
+    want = F.conv2d(*(torch.tensor(a, dtype=torch.float64) for a in (x, w)), padding=1).numpy()
+    assert len(calls) == int(direct)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-3)
 
 
 def test_bad_arguments_raise_clear_errors():
@@ -119,7 +135,7 @@ def test_bad_arguments_raise_clear_errors():
     y = np.zeros((1, 3, 3, 3), np.float32)
     geometry = (1, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 3, 3, 0, 0)
     NATIVE.conv_direct(x, w, None, y, *geometry)
-    with pytest.raises(ValueError, match=r"the geometry: expected 50, 54, 27 \(bias 3\)"):
+    with pytest.raises(ValueError, match="array 2 has 18 elements, the geometry expects 27"):
         NATIVE.conv_direct(x, w, None, y[:, :2].copy(), *geometry)
     with pytest.raises(TypeError, match="expected f32 arrays"):
         NATIVE.conv_direct(x.astype(np.float64), w, None, y, *geometry)
@@ -127,3 +143,122 @@ def test_bad_arguments_raise_clear_errors():
         NATIVE.conv_direct(x, w, None, y, *geometry[:7], 0, *geometry[8:])
     with pytest.raises(TypeError, match="expected 19 arguments, found 4"):
         NATIVE.conv_direct(x, w, None, y)
+
+
+def _weight_grad(x, g, kernel, stride, dilation, origin):
+    n, c, h, wd = x.shape
+    _, o, ho, wo = g.shape
+    dk = np.full((o, c, *kernel), np.nan, np.float32)
+    NATIVE.conv_direct_wgrad(x, g, dk, n, c, h, wd, o, *kernel, *stride, *dilation, ho, wo,
+                             *origin)  # fmt: skip
+    return dk
+
+
+def _weight_grad_reference(x, g, kernel, stride, dilation, origin):
+    """dk by torch's autograd in f64, over the forward of ``_reference``."""
+    o = g.shape[1]
+    wt = torch.zeros((o, x.shape[1], *kernel), dtype=torch.float64, requires_grad=True)
+    (top, left), (ho, wo) = origin, g.shape[2:]
+    xt = torch.tensor(x, dtype=torch.float64)
+    xt = F.pad(xt, (left, 3 * kernel[1] * dilation[1], top, 3 * kernel[0] * dilation[0]))
+    y = F.conv2d(xt, wt, stride=stride, dilation=dilation)[..., :ho, :wo]
+    y.backward(torch.tensor(g, dtype=torch.float64))
+    return wt.grad.numpy()
+
+
+def _check_weight_grad(rng, x_shape, o, kernel, stride, dilation, origin, out_hw):
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    g = rng.standard_normal((x_shape[0], o, *out_hw), dtype=np.float32)
+    got = _weight_grad(x, g, kernel, stride, dilation, origin)
+    want = _weight_grad_reference(x, g, kernel, stride, dilation, origin)
+    terms = x_shape[0] * out_hw[0] * out_hw[1]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(terms))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_weight_gradient_of_random_geometries_matches_torch(seed):
+    rng = np.random.default_rng(seed + 100)
+    x_shape, (o, _, kh, kw), stride, dilation, origin, out_hw = _random_case(rng)
+    _check_weight_grad(rng, x_shape, o, (kh, kw), stride, dilation, origin, out_hw)
+
+
+@pytest.mark.parametrize(
+    "n, c, o, size",
+    [
+        (1, 1, 1, 1),  # one output pixel: a single unit
+        (5, 1, 7, 16),  # the row form (few taps, 16 wide), 7 channels: a part block of 3
+        (3, 6, 33, 40),  # the row form at its 6-channel limit, images over 512 pixels in rows
+        (3, 7, 33, 40),  # 7 channels: outer products, rows of one image per unit
+        (7, 16, 17, 4),  # tiny images: runs of images (7 of them: runs of 7), 17 channels
+        (64, 3, 5, 8),  # 8 wide: the row form's 8-lane bound on AVX2, outer products on AVX-512
+        (1, 40, 40, 6),  # one pixel unit: the taps split into runs across threads
+    ],
+)
+def test_weight_gradient_units_forms_and_blocks(n, c, o, size):
+    """Both forms (rows for few taps on wide images, outer products else), output channels
+    ending inside a block, units of whole images, of rows, and of runs of taps."""
+    rng = np.random.default_rng(n * 1000 + c * 10 + o)
+    _check_weight_grad(rng, (n, c, size, size), o, (3, 3), (1, 1), (1, 1), (1, 1), (size, size))
+
+
+@pytest.mark.parametrize("width", [8, 21])
+def test_weight_gradient_reads_nothing_past_the_outputs_columns(width):
+    """An inf at the start of a row: the taps of real outputs that read it give inf, as in
+    torch; a read past a row's last output (a vector's lanes beyond Wo, which run into the
+    next row in the prepared planes) would add 0 · inf = NaN to other taps."""
+    rng = np.random.default_rng(width)
+    x = rng.standard_normal((2, 1, 9, width), dtype=np.float32)
+    x[1, 0, 4, 0] = np.inf
+    g = rng.uniform(0.5, 1.0, (2, 3, 7, width - 2)).astype(np.float32)
+    got = _weight_grad(x, g, (3, 3), (1, 1), (1, 1), (0, 0))
+    want = _weight_grad_reference(x, g, (3, 3), (1, 1), (1, 1), (0, 0))
+    assert np.isinf(want).any() and not np.isnan(want).any()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_conv2d_weight_gradient_takes_it_and_matches_torch(monkeypatch):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 8, 15, 17), dtype=np.float32)
+    w = rng.standard_normal((12, 8, 3, 3), dtype=np.float32)
+    calls = _spy(monkeypatch, "_weight_grad_direct")
+    wt = wb.tensor(w, requires_grad=True)
+    wb.nn.functional.conv2d(wb.tensor(x), wt, stride=2, padding=1).sum().backward()
+    tw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    F.conv2d(torch.tensor(x, dtype=torch.float64), tw, stride=2, padding=1).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_allclose(wt.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_weight_gradient_bad_arguments_raise_clear_errors():
+    x = np.zeros((1, 2, 5, 5), np.float32)
+    g = np.zeros((1, 3, 3, 3), np.float32)
+    dk = np.zeros((3, 2, 3, 3), np.float32)
+    geometry = (1, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 3, 3, 0, 0)
+    NATIVE.conv_direct_wgrad(x, g, dk, *geometry)
+    with pytest.raises(ValueError, match="array 1 has 18 elements, the geometry expects 27"):
+        NATIVE.conv_direct_wgrad(x, g[:, :2].copy(), dk, *geometry)
+    with pytest.raises(TypeError, match="expected f32 arrays"):
+        NATIVE.conv_direct_wgrad(x, g.astype(np.float64), dk, *geometry)
+    with pytest.raises(ValueError, match="must be >= 1"):
+        NATIVE.conv_direct_wgrad(x, g, dk, *geometry[:4], 0, *geometry[5:])
+    with pytest.raises(TypeError, match="expected 18 arguments, found 3"):
+        NATIVE.conv_direct_wgrad(x, g, dk)
+
+
+def test_weight_gradient_of_many_taps_is_left_to_blas_on_avx2_only():
+    """From 576 taps the AVX2 variant declines (None, dk untouched): im2col and BLAS measured
+    faster there; AVX-512 computes it."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 65, 6, 6), dtype=np.float32)
+    g = rng.standard_normal((1, 4, 6, 6), dtype=np.float32)
+    dk = np.full((4, 65, 3, 3), np.nan, np.float32)
+    ran = NATIVE.conv_direct_wgrad(x, g, dk, 1, 65, 6, 6, 4, 3, 3, 1, 1, 1, 1, 6, 6, 1, 1)
+    if NATIVE.variant() == "avx512":
+        assert ran is True
+        want = _weight_grad_reference(x, g, (3, 3), (1, 1), (1, 1), (1, 1))
+        np.testing.assert_allclose(dk, want, rtol=1e-5, atol=1e-4)
+    else:
+        assert ran is None and np.isnan(dk).all()
+    got = cpu_conv.conv2d_weight_grad_array(x, g, (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    np.testing.assert_allclose(got, _weight_grad_reference(x, g, (3, 3), (1, 1), (1, 1), (1, 1)),
+                               rtol=1e-5, atol=1e-4)  # fmt: skip

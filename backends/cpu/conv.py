@@ -15,7 +15,9 @@ product over a zero-padded copy of the input, with no column buffer
 of up to 80 channels it took 0.2–0.55 of the time of im2col and OpenBLAS, about the same at 128
 (2 threads, AVX-512 Xeon). A 1×1 convolution at stride 1 takes it only from up to 64 input
 channels (0.6 of one matmul and a bias pass there; even or slower beyond). A stride-1
-transposed convolution (the input gradient) goes there through its flipped kernel. Grouped
+transposed convolution (the input gradient) goes there through its flipped kernel, and the
+weight gradient of such a convolution has a kernel of its own over the same zero-padded copy
+(on the MNIST CNN's layers, batch 64: 0.2 and 0.75 of im2col and OpenBLAS's time). Grouped
 convolutions, f64 and the baseline variant take the im2col path (``kernels/cpu/core/conv.c``),
 with the copies done natively, by blocks of images (or rows) whose columns fit in the L2 cache:
 this machine streams from memory at a few GB/s, so a column buffer of the whole batch costs
@@ -28,7 +30,8 @@ Depthwise convolutions and both their gradients run natively, in one pass over e
 
 ``conv_transpose2d`` at stride 1 is a convolution with the kernel flipped (the paths above);
 strided, it is one matmul per group (weightᵀ @ x, the columns) and col2im, kh·kw strided adds.
-``conv2d_backward_weight`` is grad @ columnsᵀ over the same columns (row-shifted at stride 1
+``conv2d_backward_weight`` is conv_direct.c's kernel where the forward's implicit product runs
+(but AVX2 from 576 taps), else grad @ columnsᵀ over the same columns (row-shifted at stride 1
 on images over 32×32 that the cost model sends to ``_conv_rows``).
 
 f16/bf16 are computed in f32 and rounded once at the end.
@@ -148,7 +151,7 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     ho, wo = ConvParams(stride, pads, dilation).out_size(x.shape[2:], w.shape[2:])
     w = w.astype(ct, copy=False)
     length = ho * wo
-    if _direct_conv(x, w.shape, stride, pads, groups):
+    if _direct_conv(x, w.shape, stride, pads, groups, (ho, wo)):
         return _conv_direct(x, w, bias, stride, (top, left), dilation, (ho, wo))
     if _pointwise((kh, kw), stride, pads):
         cols = x.astype(ct, copy=False).reshape(n, groups, cg, h * wd)
@@ -229,10 +232,21 @@ def _takes_direct(x: np.ndarray, groups: int) -> bool:
 _POINTWISE_DIRECT_MAX_C = 64
 
 
-def _direct_conv(x: np.ndarray, w_shape, stride, pads, groups: int) -> bool:
+# Images of up to this many output pixels take im2col and BLAS from _SMALL_IMAGE_MIN_C input
+# channels. Measured at 2 threads (AVX-512 EPYC), 3×3, direct / im2col time at 8²: 1.24-2.05
+# from 128 to 512 channels at batch 1, 1.43-1.78 from 256 at batch 2 (0.93 at 128); at 16²
+# and beyond the implicit product is even or ahead at batch 2.
+_SMALL_IMAGE_PIXELS = 64
+_SMALL_IMAGE_MIN_C = 256
+
+
+def _direct_conv(x: np.ndarray, w_shape, stride, pads, groups: int, out_hw) -> bool:
     """Whether ``conv2d_array`` runs this convolution as conv_direct.c's implicit product:
-    ``_takes_direct``, and a 1×1 one at stride 1 unpadded only up to 64 input channels."""
+    ``_takes_direct``, a 1×1 one at stride 1 unpadded only up to 64 input channels, and not
+    an image of at most 64 output pixels with 256 input channels or more."""
     if not _takes_direct(x, groups):
+        return False
+    if w_shape[1] >= _SMALL_IMAGE_MIN_C and out_hw[0] * out_hw[1] <= _SMALL_IMAGE_PIXELS:
         return False
     return not _pointwise(w_shape[2:], stride, pads) or w_shape[1] <= _POINTWISE_DIRECT_MAX_C
 
@@ -521,6 +535,10 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
                                  (top, left), (ho, wo))  # fmt: skip
     if cg == 1 and groups > 1 and stride == (1, 1):
         return _depthwise_weight_grad(x, g, kernel, pads, dilation, ct)
+    if _takes_direct(x, groups):
+        dk = _weight_grad_direct(x, g, kernel, stride, (top, left), dilation)
+        if dk is not None:
+            return dk
     if _native(x):
         return _weight_grad_native(x, g, kernel, stride, pads, dilation, groups)
     xp = _padded(x, pads, ct)
@@ -544,6 +562,22 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
         gm = gm.reshape(groups, og, m * length)
         out += np.matmul(gm, cols.reshape(groups, k, m * length).transpose(0, 2, 1))
     return out.reshape(o, cg, kh, kw)
+
+
+def _weight_grad_direct(x, g, kernel, stride, origin, dilation) -> np.ndarray:
+    """``conv2d_weight_grad_array`` of one group in f32 by conv_direct.c's weight-gradient
+    kernel, over the forward's phase planes (no column buffer); ``origin`` is the (top, left)
+    padding, negative for a crop. None where the variant leaves the geometry to im2col (AVX2
+    from 576 taps: measured faster there)."""
+    n, c, h, wd = x.shape
+    _, o, ho, wo = g.shape
+    if 0 in (n, c, h, wd, o, ho, wo):  # no terms (the kernel takes sizes >= 1)
+        return np.zeros((o, c, *kernel), F32)
+    out = np.empty((o, c, *kernel), F32)
+    x, g = np.ascontiguousarray(x, F32), np.ascontiguousarray(g, F32)
+    ran = NATIVE.conv_direct_wgrad(x, g, out, n, c, h, wd, o, *kernel, *stride, *dilation, ho,
+                                   wo, *origin)  # fmt: skip
+    return out if ran else None
 
 
 def _weight_grad_native(x, g, kernel, stride, pads, dilation, groups: int) -> np.ndarray:
