@@ -114,19 +114,35 @@ def test_pointwise_conv2d_takes_it_up_to_64_input_channels(monkeypatch, channels
 
 
 @pytest.mark.parametrize(
-    "channels, size, direct", [(255, 8, True), (256, 8, False), (256, 9, True), (300, 4, False)]
+    "batch, channels, size, direct",
+    [(2, 127, 8, True), (2, 128, 8, False), (2, 128, 15, True), (1, 300, 20, False)],
 )
-def test_small_images_of_many_channels_take_im2col(monkeypatch, channels, size, direct):
-    """From 256 input channels an image of at most 64 output pixels runs as im2col and BLAS
-    (measured 1.2-2× faster than the implicit product at 8²)."""
+def test_few_pixels_of_many_channels_take_im2col(monkeypatch, batch, channels, size, direct):
+    """From 128 input channels a batch of at most 400 output pixels runs as im2col and BLAS
+    (measured 1.3-2× faster than the implicit product at 8²-20²)."""
     rng = np.random.default_rng(channels + size)
-    x = rng.standard_normal((2, channels, size, size), dtype=np.float32)
+    x = rng.standard_normal((batch, channels, size, size), dtype=np.float32)
     w = rng.standard_normal((8, channels, 3, 3), dtype=np.float32)
     calls = _spy(monkeypatch, "_conv_direct")
     y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), padding=1).numpy()
     want = F.conv2d(*(torch.tensor(a, dtype=torch.float64) for a in (x, w)), padding=1).numpy()
     assert len(calls) == int(direct)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("hw", [(1, 1), (4, 4), (3, 5), (2, 20), (1, 45), (5, 7)])
+@pytest.mark.parametrize("channels", [1, 15, 16, 17, 32, 33, 50])
+def test_small_grids_by_channels(hw, channels):
+    """Grids of fewer than 48 pixels (Ho · (Wo + 2) here) take the channel form: tiles of 12
+    (or 6) pixels ending inside and past the grid, output channels in one vector (up to 16)
+    or blocks of two, ending inside a block."""
+    rng = np.random.default_rng(hw[0] * 100 + hw[1] + channels)
+    x = rng.standard_normal((3, 5, *hw), dtype=np.float32)
+    w = rng.standard_normal((channels, 5, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(channels, dtype=np.float32)
+    got = _run(x, w, b, (1, 1), (1, 1), (1, 1), hw)
+    want = _reference(x, w, b, (1, 1), (1, 1), (1, 1), hw)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 45**0.5)
 
 
 def test_bad_arguments_raise_clear_errors():

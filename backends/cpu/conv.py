@@ -232,21 +232,21 @@ def _takes_direct(x: np.ndarray, groups: int) -> bool:
 _POINTWISE_DIRECT_MAX_C = 64
 
 
-# Images of up to this many output pixels take im2col and BLAS from _SMALL_IMAGE_MIN_C input
-# channels. Measured at 2 threads (AVX-512 EPYC), 3×3, direct / im2col time at 8²: 1.24-2.05
-# from 128 to 512 channels at batch 1, 1.43-1.78 from 256 at batch 2 (0.93 at 128); at 16²
-# and beyond the implicit product is even or ahead at batch 2.
-_SMALL_IMAGE_PIXELS = 64
-_SMALL_IMAGE_MIN_C = 256
+# Batches of up to this many output pixels (all images) take im2col and BLAS from
+# _FEW_PIXELS_MIN_C input channels. Measured at 2 threads (AVX-512 EPYC), 3×3, direct / im2col
+# time: 1.3-2.2 from 128 to 512 channels at 8², 16² and 20², batch 1, and 1.5 at 8² batch 2
+# (256 channels); about even at 16² batch 2; the implicit product ahead from 40² (0.9).
+_FEW_PIXELS = 400
+_FEW_PIXELS_MIN_C = 128
 
 
 def _direct_conv(x: np.ndarray, w_shape, stride, pads, groups: int, out_hw) -> bool:
     """Whether ``conv2d_array`` runs this convolution as conv_direct.c's implicit product:
     ``_takes_direct``, a 1×1 one at stride 1 unpadded only up to 64 input channels, and not
-    an image of at most 64 output pixels with 256 input channels or more."""
+    a batch of at most 400 output pixels with 128 input channels or more."""
     if not _takes_direct(x, groups):
         return False
-    if w_shape[1] >= _SMALL_IMAGE_MIN_C and out_hw[0] * out_hw[1] <= _SMALL_IMAGE_PIXELS:
+    if w_shape[1] >= _FEW_PIXELS_MIN_C and x.shape[0] * out_hw[0] * out_hw[1] <= _FEW_PIXELS:
         return False
     return not _pointwise(w_shape[2:], stride, pads) or w_shape[1] <= _POINTWISE_DIRECT_MAX_C
 
