@@ -133,9 +133,9 @@ def test_few_pixels_of_many_channels_take_im2col(monkeypatch, batch, channels, s
 @pytest.mark.parametrize("hw", [(1, 1), (4, 4), (3, 5), (2, 20), (1, 45), (5, 7)])
 @pytest.mark.parametrize("channels", [1, 15, 16, 17, 32, 33, 50])
 def test_small_grids_by_channels(hw, channels):
-    """Grids of fewer than 48 pixels (Ho · (Wo + 2) here) take the channel form: tiles of 12
-    (or 6) pixels ending inside and past the grid, output channels in one vector (up to 16)
-    or blocks of two, ending inside a block."""
+    """Grids of fewer than 48 pixels (24 on AVX2; Ho · (Wo + 2) here) take the channel form:
+    tiles of 12 (AVX2: 6) pixels ending inside and past the grid, output channels in one
+    vector (up to 16, AVX2: 8) or blocks of two, ending inside a block."""
     rng = np.random.default_rng(hw[0] * 100 + hw[1] + channels)
     x = rng.standard_normal((3, 5, *hw), dtype=np.float32)
     w = rng.standard_normal((channels, 5, 3, 3), dtype=np.float32)

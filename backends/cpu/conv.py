@@ -14,7 +14,8 @@ product over a zero-padded copy of the input, with no column buffer
 (``kernels/cpu/core/conv_direct.c``, in the AVX2 and AVX-512 variants): on YOLOv8n's 3×3 layers
 of up to 80 channels it took 0.2–0.55 of the time of im2col and OpenBLAS, about the same at 128
 (2 threads, AVX-512 Xeon). A 1×1 convolution at stride 1 takes it only from up to 64 input
-channels (0.6 of one matmul and a bias pass there; even or slower beyond). A stride-1
+channels (0.6 of one matmul and a bias pass there; even or slower beyond), and batches of at
+most 400 output pixels with 128 input channels or more take im2col (1.2–2.1× faster). A stride-1
 transposed convolution (the input gradient) goes there through its flipped kernel, and the
 weight gradient of such a convolution has a kernel of its own over the same zero-padded copy
 (on the MNIST CNN's layers, batch 64: 0.2 and 0.75 of im2col and OpenBLAS's time). Grouped
@@ -234,8 +235,9 @@ _POINTWISE_DIRECT_MAX_C = 64
 
 # Batches of up to this many output pixels (all images) take im2col and BLAS from
 # _FEW_PIXELS_MIN_C input channels. Measured at 2 threads (AVX-512 EPYC), 3×3, direct / im2col
-# time: 1.3-2.2 from 128 to 512 channels at 8², 16² and 20², batch 1, and 1.5 at 8² batch 2
-# (256 channels); about even at 16² batch 2; the implicit product ahead from 40² (0.9).
+# time: 1.2-2.1 from 128 to 512 channels at 8², 16² and 20², batch 1; 1.4-1.5 at 8² batch 2
+# from 256 channels (0.93 at 128, which the rule sends to im2col too); 0.75-1.0 at 16² batch
+# 2 (512 pixels: the implicit product); 0.9 at 40², batch 1.
 _FEW_PIXELS = 400
 _FEW_PIXELS_MIN_C = 128
 
@@ -564,7 +566,7 @@ def conv2d_weight_grad_array(x, g, kernel, stride, pads, dilation, groups: int) 
     return out.reshape(o, cg, kh, kw)
 
 
-def _weight_grad_direct(x, g, kernel, stride, origin, dilation) -> np.ndarray:
+def _weight_grad_direct(x, g, kernel, stride, origin, dilation) -> np.ndarray | None:
     """``conv2d_weight_grad_array`` of one group in f32 by conv_direct.c's weight-gradient
     kernel, over the forward's phase planes (no column buffer); ``origin`` is the (top, left)
     padding, negative for a crop. None where the variant leaves the geometry to im2col (AVX2
