@@ -148,9 +148,9 @@ ASAN_DIR := build/asan
 ASAN_FAST_TESTS := tests/test_native_elementwise.py tests/test_native_pool.py tests/test_native_conv.py \
 	tests/test_native_conv_direct.py tests/test_native_rows_backward.py tests/models/llm/test_llm_ops.py \
 	tests/test_native_relu_backward.py tests/quantized/test_qmatmul_batch.py tests/test_native_copy.py \
-	tests/notebook/test_memory.py
+	tests/notebook/test_memory.py tests/test_native_reduce.py
 ASAN_TESTS := $(ASAN_FAST_TESTS) tests/test_ops_elementwise.py tests/test_ops_reduce.py \
-	tests/test_fused.py tests/test_native_attention.py tests/test_native_reduce.py tests/quantized/test_qdot.py \
+	tests/test_fused.py tests/test_native_attention.py tests/quantized/test_qdot.py \
 	tests/quantized/test_qdot_small_batch.py tests/test_native_optim.py
 ASAN_RUN = LD_PRELOAD=$$($${CC:-gcc} -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 WORKBENCH_NATIVE_DIR=$(ASAN_DIR)/workbench/backends/cpu \

@@ -1,8 +1,9 @@
 """Elementwise ops on 4M values: memory bandwidth and the per-element kernels, in f32 and in the
 half types (computed in f32 registers, rounded once; numpy has no bf16 kernels: torch only).
 ``WORKBENCH_NATIVE=0 python -m benchmarks`` times workbench's numpy path (before the native
-kernels). Also reductions (sum, max, var, logsumexp) of a 4096 x 4096 f32 matrix along each dim
-and casts of 4M f32 values to f16 and bf16."""
+kernels). Also reductions (sum, max, var, logsumexp) of a 4096 x 4096 f32 matrix along each dim,
+convolutions' bias gradients (sums over dims 0, 2, 3 of NCHW) and casts of 4M f32 values to f16
+and bf16."""
 
 from __future__ import annotations
 
@@ -103,6 +104,25 @@ def _reduction(op: str, dim: int):
     return make
 
 
+# A convolution's bias gradient: the sum over dims 0, 2, 3 of an NCHW gradient (the CNN
+# training steps' layers, MNIST's, a UNet block's at batch 2).
+BIAS_GRAD_SHAPES = [(64, 16, 8, 8), (64, 32, 4, 4), (64, 32, 28, 28), (64, 64, 14, 14),
+                    (2, 320, 64, 64)]  # fmt: skip
+
+
+def _bias_grad(shape: tuple[int, ...]):
+    def make():
+        x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+        a, t = wb.tensor(x), torch.from_numpy(x)
+        return {
+            "workbench": lambda: a.sum((0, 2, 3)),
+            "numpy": lambda: x.sum(axis=(0, 2, 3)),
+            "torch": lambda: t.sum((0, 2, 3)),
+        }
+
+    return make
+
+
 def _cast(dtype: str):
     def make():
         np_dt, wb_dt, torch_dt = DTYPES[dtype]
@@ -121,6 +141,11 @@ WORKLOADS += [
     Workload(f"reduce/{op}_4096x4096_dim{dim}", _reduction(op, dim), target=1.0, tolerance=1e-3)
     for op in REDUCTIONS
     for dim in (0, 1)
+]  # fmt: skip
+WORKLOADS += [
+    Workload(f"reduce/sum_{'x'.join(map(str, shape))}_dims023", _bias_grad(shape), target=1.0,
+             tolerance=1e-3)
+    for shape in BIAS_GRAD_SHAPES
 ]  # fmt: skip
 WORKLOADS += [
     Workload(f"cast/f32_to_{dt}_4M", _cast(dt), target=1.0, tolerance=1e-2)

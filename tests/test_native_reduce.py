@@ -418,6 +418,9 @@ def test_empty_reductions_and_bad_arguments():
     np.testing.assert_array_equal(s.reduce("sum", layout, (1,), False, "f32").array, [0, 0, 0])
     np.testing.assert_array_equal(s.reduce("prod", layout, (1,), False, "f32").array, [1, 1, 1])
     assert s.reduce("sum", layout, (0,), False, "f32").array.shape == (0,)
+    z = np.zeros((2, 3, 0, 4), np.float32)  # an empty line among dims that would run split
+    sz, lz = operand(z, z)
+    np.testing.assert_array_equal(sz.reduce("sum", lz, (0, 2, 3), False, "f32").array, [0, 0, 0])
     code = red._NATIVE_REDUCE
     with pytest.raises(ValueError, match="cannot reduce an empty dim"):
         NATIVE.reduce(code["max"], x, 0, (3, 0), (0, 1), (1,), np.empty(3, np.float32), 0.0)
@@ -444,3 +447,52 @@ def test_integer_sums_stay_on_numpy(native):
         with numpy_path():
             assert x.sum(1).numpy().tolist() == [6, 22, 38]
     assert wb.tensor(np.ones(5, np.bool_)).sum().item() == 5
+
+
+SPLIT_CASES = [  # (shape, dims): short contiguous lines, many per output (reduce.c's split)
+    ((64, 16, 8, 8), (0, 2, 3)),  # a bias gradient: lines of 64, 64 per output
+    ((64, 32, 4, 4), (0, 2, 3)),
+    ((33, 5, 3, 3), (0, 2, 3)),  # 45 widened outputs: no whole vector
+    ((16, 20, 4, 4), (0, 2, 3)),  # 320: five tiles of 4 vectors
+    ((40, 7, 17), (0, 2)),  # 119: a tile, whole vectors and single outputs
+    ((16, 64, 8, 8), (0, 2, 3)),  # n = 4 x lines: the bound
+    ((15, 64, 8, 8), (0, 2, 3)),  # one line fewer: rows
+    ((200, 3, 2, 5), (0, 3)),  # lines of 5 over two kept dims
+]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("nthreads", [1, 2])
+@pytest.mark.parametrize(("shape", "dims"), SPLIT_CASES)
+def test_split_rows_of_short_lines(shape, dims, nthreads, dtype):
+    """Rows of short lines run as columns over the widened outputs, then each output's line:
+    sums (their maps with vector tiles and without), extrema and products, on a contiguous
+    tensor and on a view whose kept dim does not merge with its lines (every other channel)."""
+    rng = np.random.default_rng(len(shape) * 100 + shape[0])
+    wide = shape[:1] + (2 * shape[1],) + shape[2:]
+    held = (rng.standard_normal(wide) + 0.25).astype(DTYPES[dtype])
+    factors = np.exp(0.002 * rng.standard_normal(wide)).astype(DTYPES[dtype])  # products ~ 1
+    old = threads.get_num_threads()
+    threads.set_num_threads(nthreads)
+    try:
+        for channels in (slice(0, shape[1]), slice(None, None, 2)):
+            view = held[:, channels]
+            x, layout = operand(view, held)
+            v = view.astype(np.float64)
+            for op, param in STATISTICS:
+                ref = np.asarray(statistic_reference(op, v, dims, False, param))
+                got = result(statistic(x, op, layout, dims, False, param), ref.shape)
+                np.testing.assert_allclose(got.astype(np.float64), ref, rtol=RTOL[dtype],
+                                           atol=RTOL[dtype], err_msg=f"{op} {param}")  # fmt: skip
+            ref = v.sum(axis=dims)
+            got = result(x.reduce("sum", layout, dims, False, dtype), ref.shape)
+            assert_close_to_f64(got, ref, np.abs(v).sum(axis=dims), dtype)
+            for op in ("max", "min"):
+                got = result(x.reduce(op, layout, dims, False, dtype), ref.shape)
+                np.testing.assert_array_equal(got, getattr(view, op)(axis=dims))
+            y, ly = operand(factors[:, channels], factors)
+            ref = np.prod(factors[:, channels].astype(np.float64), axis=dims)
+            got = result(y.reduce("prod", ly, dims, False, dtype), ref.shape)
+            np.testing.assert_allclose(got.astype(np.float64), ref, rtol=RTOL[dtype])
+    finally:
+        threads.set_num_threads(old)
