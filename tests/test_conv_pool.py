@@ -546,6 +546,20 @@ def test_empty_batch_and_size_one(wb_fn, torch_fn, w_shape, x_shape, device):
     check(wb_fn, inputs, torch_fn=torch_fn, device=device)
 
 
+@pytest.mark.parametrize("groups", [4, 1], ids=["depthwise", "dense"])
+def test_empty_image_padded_gives_the_bias(groups):
+    """An image of no rows, padded, convolved by a 1×1 kernel: every output is its channel's
+    bias (the sum over the padding's zeros plus b). PyTorch refuses such inputs; the depthwise
+    kernel and the dense paths agree with the maths."""
+    x = wb.zeros(1, 4, 0, 3)
+    bias = wb.tensor(np.arange(1, 5, dtype=np.float32))
+    y = wb.conv2d(x, wb.ones(4, 4 // groups, 1, 1), bias, padding=1, groups=groups)
+    assert y.shape == (1, 4, 2, 5)
+    np.testing.assert_array_equal(
+        y.numpy(), np.broadcast_to(bias.numpy()[:, None, None], (1, 4, 2, 5))
+    )
+
+
 # -- errors ------------------------------------------------------------------------------
 def test_conv_errors():
     x = wb.randn(2, 4, 8, 8)

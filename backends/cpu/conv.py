@@ -213,7 +213,10 @@ def _depthwise_native(
     bias = None if bias is None else np.ascontiguousarray(bias, ct)
     shape = ((n, o, *out_hw), (n, c, h, wd), (o, 1, kh, kw))[mode]
     if 0 in (n, c, h, wd, *out_hw):  # no terms (an empty batch): the kernel takes sizes >= 1
-        return np.zeros(shape, ct)
+        out = np.zeros(shape, ct)
+        if mode == 0 and bias is not None:  # (an empty image padded: its output is the bias)
+            out += bias.reshape(1, o, 1, 1)
+        return out
     out = np.empty(shape, ct)
     NATIVE.conv_depthwise(mode, a, b, out, bias, n, c, o // c, h, wd, *out_hw, kh, kw,
                           *stride, *dilation, *origin)  # fmt: skip
