@@ -18,7 +18,8 @@
  * cost a row sum of a 4096 x 4096 f32 matrix ~30% on the EPYC).
  * The map is applied to each element. */
 #define WB_LANE_SUM(name, EXPR)                                                                \
-    static double WB_SFX(sum_##name)(const WB_T *restrict x, Py_ssize_t n, WB_T c, WB_T p) {   \
+    static double WB_SFX(sum_##name)(const WB_T *restrict x, Py_ssize_t n, WB_T c, WB_T p,     \
+                                     Py_ssize_t ahead) {                                       \
         (void)c, (void)p;                                                                     \
         double total[4 * WB_L] = {0}, tail = 0.0;                                             \
         const Py_ssize_t whole = n - n % (4 * WB_L);                                          \
@@ -27,7 +28,7 @@
             WB_T acc[4 * WB_L];                                                               \
             for (int j = 0; j < 4 * WB_L; j++) acc[j] = 0;                                    \
             for (; i < end; i += 4 * WB_L) {                                                  \
-                prefetch_ahead(x + i, 4 * WB_L * sizeof(WB_T));                               \
+                prefetch_at(x + i, 4 * WB_L * sizeof(WB_T), ahead);                           \
                 for (int j = 0; j < 4 * WB_L; j++) {                                          \
                     const WB_T v = x[i + j];                                                  \
                     acc[j] += (EXPR);                                                         \
@@ -148,20 +149,21 @@ static double WB_SFX(prod)(const WB_T *restrict x, Py_ssize_t n) {
     return ((acc[0] * acc[1]) * (acc[2] * acc[3])) * ((acc[4] * acc[5]) * (acc[6] * acc[7]));
 }
 
-/* One piece into ``part``: i0 is the index of x[0] along the reduced elements. */
+/* One piece into ``part``: i0 is the index of x[0] along the reduced elements; sums prefetch
+ * ``ahead`` bytes past their reads. */
 static void WB_SFX(chunk)(const red_pass *ps, const WB_T *restrict x, Py_ssize_t n, WB_T c,
-                          int64_t i0, red_part *part) {
+                          Py_ssize_t ahead, int64_t i0, red_part *part) {
     const WB_T p = (WB_T)ps->p;
     switch (ps->acc) {
     case A_SUM: {
         double s;
         switch (ps->map) {
-        case M_ID: s = WB_SFX(sum_id)(x, n, c, p); break;
-        case M_ABS: s = WB_SFX(sum_abs)(x, n, c, p); break;
-        case M_SQ: s = WB_SFX(sum_sq)(x, n, c, p); break;
-        case M_SQDEV: s = WB_SFX(sum_sqdev)(x, n, c, p); break;
-        case M_EXPDEV: s = WB_SFX(sum_expdev)(x, n, c, p); break;
-        default: s = WB_SFX(sum_powabs)(x, n, c, p); break;
+        case M_ID: s = WB_SFX(sum_id)(x, n, c, p, ahead); break;
+        case M_ABS: s = WB_SFX(sum_abs)(x, n, c, p, ahead); break;
+        case M_SQ: s = WB_SFX(sum_sq)(x, n, c, p, ahead); break;
+        case M_SQDEV: s = WB_SFX(sum_sqdev)(x, n, c, p, ahead); break;
+        case M_EXPDEV: s = WB_SFX(sum_expdev)(x, n, c, p, ahead); break;
+        default: s = WB_SFX(sum_powabs)(x, n, c, p, ahead); break;
         }
         part_add(part, A_SUM, s, 0);
         return;
@@ -199,6 +201,13 @@ static void WB_SFX(rows_units)(const red_pass *ps, Py_ssize_t o, Py_ssize_t base
     const Py_ssize_t n = pl->rshape[pl->nr - 1], s = pl->rstride[pl->nr - 1];
     const Py_ssize_t piece = WB_SFX(piece)(pl), cpl = (n + piece - 1) / piece;
     const WB_T c = ps->center ? (WB_T)ps->center[o] : 0;
+    /* Short lines apart (a bias gradient's image planes): the sums prefetch the next line,
+     * not past their own line's end (another channel's plane): a sum over dims 0, 2, 3 of
+     * 64 x 32 x 28 x 28 took 0.8 of the time on the EPYC. */
+    const Py_ssize_t ahead = piece == WB_PIECE && pl->nr >= 2 &&
+                                     n * (Py_ssize_t)sizeof(WB_T) < WB_PREFETCH_AHEAD
+                                 ? pl->rstride[pl->nr - 2] * (Py_ssize_t)sizeof(WB_T)
+                                 : WB_PREFETCH_AHEAD;
     if (u0 >= u1) return;
     wb_odometer lines;
     Py_ssize_t line = u0 / cpl;
@@ -211,7 +220,7 @@ static void WB_SFX(rows_units)(const red_pass *ps, Py_ssize_t o, Py_ssize_t base
         }
         const Py_ssize_t len = n - start < piece ? n - start : piece;
         const WB_T *v = WB_LOAD(pl->dtype, pl->data, base + lines.off + start * s, s, len, buf);
-        WB_SFX(chunk)(ps, v, len, c, l * n + start, part);
+        WB_SFX(chunk)(ps, v, len, c, ahead, l * n + start, part);
     }
 }
 
