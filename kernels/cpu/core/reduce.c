@@ -328,7 +328,7 @@ static int plan_splits(const red_plan *pl) { /* (pl->nred > 0) */
            n <= WB_SPLIT_LINES_PER * lines && pl->nout * n <= WB_SPLIT_OUTPUTS;
 }
 
-/* The plan with its innermost reduced line moved to the kept dims (see plan_split). */
+/* The plan with its innermost reduced line moved to the kept dims (see plan_splits). */
 static red_plan plan_widened(const red_plan *pl, int threads) {
     red_plan w = *pl;
     const Py_ssize_t n = pl->rshape[pl->nr - 1];

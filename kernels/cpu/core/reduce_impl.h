@@ -373,7 +373,8 @@ static void WB_SFX(cols_units)(const red_pass *ps, Py_ssize_t u0, Py_ssize_t u1,
     const Py_ssize_t kw = pl->kshape[pl->nk - 1], ks = pl->kstride[pl->nk - 1], W = pl->width;
     const Py_ssize_t cpr = (kw + W - 1) / W;
     const int sum = ps->acc == A_SUM;
-    const int tiles = sum && ks == 1 && (ps->map == M_ID || ps->map == M_SQ || ps->map == M_SQDEV) &&
+    const int tiled_map = ps->map == M_ID || ps->map == M_SQ || ps->map == M_SQDEV;
+    const int tiles = sum && tiled_map && ks == 1 &&
                       (sizeof(WB_T) == 8 ? pl->dtype == WB_F64 : pl->dtype == WB_F32);
     for (Py_ssize_t u = u0; u < u1; u++) {
         const Py_ssize_t outer = u / cpr, j0 = (u % cpr) * W;
