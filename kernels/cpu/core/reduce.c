@@ -50,9 +50,6 @@
 static inline void prefetch_at(const void *p, size_t bytes, Py_ssize_t ahead) {
     for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch((const char *)p + ahead + b);
 }
-static inline void prefetch_ahead(const void *p, size_t bytes) {
-    prefetch_at(p, bytes, WB_PREFETCH_AHEAD);
-}
 
 typedef enum { M_ID, M_ABS, M_SQ, M_SQDEV, M_EXPDEV, M_POWABS } red_map;
 typedef enum { A_SUM, A_PROD, A_MAX, A_MIN, A_ARGMAX, A_ARGMIN } red_acc;

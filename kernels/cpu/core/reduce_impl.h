@@ -72,7 +72,7 @@ WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
         for (int j = 0; j < WB_EXT_L; j++) acc[j] = (INIT);                                   \
         const Py_ssize_t whole = n - n % WB_EXT_L;                                            \
         for (Py_ssize_t i = 0; i < whole; i += WB_EXT_L) {                                    \
-            prefetch_ahead(x + i, WB_EXT_L * sizeof(WB_T));                                   \
+            prefetch_at(x + i, WB_EXT_L * sizeof(WB_T), WB_PREFETCH_AHEAD);                   \
             for (int j = 0; j < WB_EXT_L; j++) {                                              \
                 const WB_T v = x[i + j], e = (EXPR);                                          \
                 acc[j] = (e CMP acc[j] || e != e) ? e : acc[j];                               \
@@ -186,11 +186,16 @@ static void WB_SFX(chunk)(const red_pass *ps, const WB_T *restrict x, Py_ssize_t
     }
 }
 
+/* Whether the input's elements are already in the compute type (contiguous ones are read in
+ * place, others are converted through a buffer). */
+static int WB_SFX(in_compute_type)(const red_plan *pl) {
+    return sizeof(WB_T) == 8 ? pl->dtype == WB_F64 : pl->dtype == WB_F32;
+}
+
 /* Elements of a line read at a time: lines of contiguous compute-type elements are read in
  * place, in long pieces; others through a buffer of WB_CHUNK. */
 static Py_ssize_t WB_SFX(piece)(const red_plan *pl) {
-    const int in_place = pl->rstride[pl->nr - 1] == 1 &&
-                         (sizeof(WB_T) == 8 ? pl->dtype == WB_F64 : pl->dtype == WB_F32);
+    const int in_place = pl->rstride[pl->nr - 1] == 1 && WB_SFX(in_compute_type)(pl);
     return in_place ? WB_PIECE : WB_CHUNK;
 }
 
@@ -374,8 +379,7 @@ static void WB_SFX(cols_units)(const red_pass *ps, Py_ssize_t u0, Py_ssize_t u1,
     const Py_ssize_t cpr = (kw + W - 1) / W;
     const int sum = ps->acc == A_SUM;
     const int tiled_map = ps->map == M_ID || ps->map == M_SQ || ps->map == M_SQDEV;
-    const int tiles = sum && tiled_map && ks == 1 &&
-                      (sizeof(WB_T) == 8 ? pl->dtype == WB_F64 : pl->dtype == WB_F32);
+    const int tiles = sum && tiled_map && ks == 1 && WB_SFX(in_compute_type)(pl);
     for (Py_ssize_t u = u0; u < u1; u++) {
         const Py_ssize_t outer = u / cpr, j0 = (u % cpr) * W;
         const Py_ssize_t w = kw - j0 < W ? kw - j0 : W, o0 = outer * kw + j0;
