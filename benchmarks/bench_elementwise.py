@@ -72,7 +72,8 @@ WORKLOADS = [
 
 
 # -- reductions over a 4096 x 4096 f32 matrix, along each dim (dim 0: columns, strided reads;
-# dim 1: contiguous rows), and casts of 4M f32 values to the half types
+# dim 1: contiguous rows), over the same values in short rows (262144 x 64, a head's or a small
+# layer's features), and casts of 4M f32 values to the half types
 SIDE = 4096
 
 
@@ -90,9 +91,9 @@ REDUCTIONS = {
 }  # fmt: skip
 
 
-def _reduction(op: str, dim: int):
+def _reduction(op: str, dim: int, shape: tuple[int, int] = (SIDE, SIDE)):
     def make():
-        x = np.random.default_rng(0).standard_normal((SIDE, SIDE), dtype=np.float32)
+        x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
         a, t = wb.tensor(x), torch.from_numpy(x)
         ours, theirs, peer = REDUCTIONS[op]
         return {
@@ -141,6 +142,11 @@ WORKLOADS += [
     Workload(f"reduce/{op}_4096x4096_dim{dim}", _reduction(op, dim), target=1.0, tolerance=1e-3)
     for op in REDUCTIONS
     for dim in (0, 1)
+]  # fmt: skip
+WORKLOADS += [
+    Workload(f"reduce/{op}_262144x64_dim1", _reduction(op, 1, (262144, 64)), target=1.0,
+             tolerance=1e-3)
+    for op in ("sum", "max")
 ]  # fmt: skip
 WORKLOADS += [
     Workload(f"reduce/sum_{'x'.join(map(str, shape))}_dims023", _bias_grad(shape), target=1.0,

@@ -373,6 +373,29 @@ def test_row_extrema_around_the_lane_blocks(dtype, n):
             np.testing.assert_array_equal(got, ref, err_msg=f"{op} at {at}")
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 7, 15, 16, 17, 47, 63, 64, 65, 79, 127, 128, 129, 1100])
+def test_row_statistics_around_the_lane_blocks(dtype, n):
+    """Rows whose sums end in the 4-vector blocks, the single vectors after them (16 f32 / 8
+    f64 lanes) or the scalar tail, a large value in each part, read as one line per output:
+    contiguous rows, and rows of a view with a gap between them (a row stride of n + 3)."""
+    rng = np.random.default_rng(n)
+    base = rng.standard_normal((5, 7, n + 3)).astype(DTYPES[dtype])
+    for i, at in enumerate(sorted({0, n // 2, n - n % 16, n - n % 64, n - 1} & set(range(n)))):
+        base.reshape(-1, n + 3)[i, at] = 40.0
+    rows, gapped = np.ascontiguousarray(base[..., :n]), base[..., :n]
+    for x, (s, layout) in ((rows, operand(rows, rows)), (gapped, operand(gapped, base))):
+        v = x.astype(np.float64)
+        for op, param in STATISTICS:
+            if op in ("var", "std") and n == 1 and param == 1.0:
+                continue  # 0 / 0
+            ref = np.asarray(statistic_reference(op, v, (2,), False, param))
+            got = result(statistic(s, op, layout, (2,), False, param), ref.shape)
+            np.testing.assert_allclose(got, ref, rtol=RTOL[dtype], err_msg=f"{op} {param}")
+        got = result(s.reduce("sum", layout, (2,), False, dtype), (5, 7))
+        assert_close_to_f64(got, v.sum(axis=2), np.abs(v).sum(axis=2), dtype)
+
+
 TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
 
 

@@ -40,14 +40,16 @@
 #define WB_SPLIT_LINE 256         /* lines up to this long may run split (plan_splits) */
 #define WB_SPLIT_LINES_PER 4      /* split: lines of n elements need n / 4 lines per output */
 #define WB_SPLIT_OUTPUTS (1 << 20) /* split: at most this many widened outputs (f64 each) */
-/* Row passes prefetch the lines 8 KiB ahead of their reads (sums of short lines: the next
- * line): on one thread the hardware prefetchers alone left a row sum of a 4096 x 4096 f32
- * matrix ~25% below the memory's speed (measured on the 2-core EPYC). A prefetch never
- * faults, past a line's end included. */
+/* Row passes that walk units of lines prefetch them 8 KiB ahead of their reads (sums of short
+ * lines: the next line; lines read one per output take none, see rows_outputs): on one thread
+ * the hardware prefetchers alone left a row sum of a 4096 x 4096 f32 matrix ~25% below the
+ * memory's speed in that walk (measured on the 2-core EPYC). A prefetch never faults, past a
+ * line's end included. */
 #define WB_PREFETCH_AHEAD 8192
 
-/* Prefetches the cache lines of [p, p + bytes) + ahead (bytes). */
+/* Prefetches the cache lines of [p, p + bytes) + ahead (bytes); none where ahead is 0. */
 static inline void prefetch_at(const void *p, size_t bytes, Py_ssize_t ahead) {
+    if (!ahead) return;
     for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch((const char *)p + ahead + b);
 }
 
@@ -224,6 +226,7 @@ WB_ARG_VEC_FN(arg_min_vec, _CMP_LT_OQ)
 #define WB_EXP(x) wb_expf(x)
 #define WB_POW(x, p) powf(x, p)
 #define WB_FABS(x) fabsf(x)
+#define WB_ABS_BITS 0x7fffffff
 #ifdef WB_ARG_VEC_FN
 #define WB_ARG_VEC(name) name##_vec
 #endif
@@ -236,6 +239,7 @@ WB_ARG_VEC_FN(arg_min_vec, _CMP_LT_OQ)
 #undef WB_EXP
 #undef WB_POW
 #undef WB_FABS
+#undef WB_ABS_BITS
 
 #define WB_T double
 #define WB_SFX(name) name##_f64
@@ -244,6 +248,7 @@ WB_ARG_VEC_FN(arg_min_vec, _CMP_LT_OQ)
 #define WB_EXP(x) exp(x)
 #define WB_POW(x, p) pow(x, p)
 #define WB_FABS(x) fabs(x)
+#define WB_ABS_BITS 0x7fffffffffffffffLL
 #include "reduce_impl.h"
 #undef WB_T
 #undef WB_SFX
@@ -252,6 +257,7 @@ WB_ARG_VEC_FN(arg_min_vec, _CMP_LT_OQ)
 #undef WB_EXP
 #undef WB_POW
 #undef WB_FABS
+#undef WB_ABS_BITS
 
 /* Appends dim (shape n, stride s) to a dim list, merged into the last one where stepping
  * through both is stepping through one. */

@@ -11,18 +11,19 @@
 
 /* ---- rows: one piece of n <= WB_PIECE contiguous values ---------------------------------- */
 /* Lane partial sums: 64 lanes (16 f64) in the compute type, added into f64 lanes every
- * WB_FLUSH elements (so a lane never sums more than WB_FLUSH / lanes values in f32), the f64
- * lanes then pairwise (unrolled: as a loop over the halvings it cost short rows ~20%); the
- * last n mod 64 values go straight into f64 (so the lanes are only ever indexed by constants
- * and stay in registers: indexed by a variable in the tail, they lived on the stack, which
- * cost a row sum of a 4096 x 4096 f32 matrix ~30% on the EPYC).
- * The map is applied to each element. */
+ * WB_FLUSH elements (so a lane never sums more than WB_FLUSH / lanes values in f32), 4 at a
+ * time into WB_L f64 lanes; the last n mod 64 values a vector of WB_L lanes at a time, then
+ * the last n mod WB_L straight into f64. The f64 lanes meet pairwise (unrolled: as a loop over
+ * the halvings it cost short rows ~20%). The lanes are only ever indexed by constants, so they
+ * stay in registers (indexed by a variable in the tail, they lived on the stack, which cost a
+ * row sum of a 4096 x 4096 f32 matrix ~30% on the EPYC). The map is applied to each element. */
 #define WB_LANE_SUM(name, EXPR)                                                                \
     static double WB_SFX(sum_##name)(const WB_T *restrict x, Py_ssize_t n, WB_T c, WB_T p,     \
                                      Py_ssize_t ahead) {                                       \
         (void)c, (void)p;                                                                     \
-        double total[4 * WB_L] = {0}, tail = 0.0;                                             \
-        const Py_ssize_t whole = n - n % (4 * WB_L);                                          \
+        double total[WB_L], tail = 0.0;                                                       \
+        for (int j = 0; j < WB_L; j++) total[j] = 0.0;                                        \
+        const Py_ssize_t whole = n - n % (4 * WB_L), vecs = n - n % WB_L;                     \
         for (Py_ssize_t i = 0; i < whole;) {                                                  \
             const Py_ssize_t end = whole - i < WB_FLUSH ? whole : i + WB_FLUSH;                \
             WB_T acc[4 * WB_L];                                                               \
@@ -34,14 +35,25 @@
                     acc[j] += (EXPR);                                                         \
                 }                                                                             \
             }                                                                                 \
-            for (int j = 0; j < 4 * WB_L; j++) total[j] += acc[j];                            \
+            for (int k = 0; k < 4; k++) /* (a loop over j of 4 terms: gcc made it scalar) */   \
+                for (int j = 0; j < WB_L; j++) total[j] += acc[k * WB_L + j];                 \
         }                                                                                     \
-        for (Py_ssize_t i = whole; i < n; i++) {                                              \
+        if (whole < vecs) {                                                                   \
+            WB_T acc[WB_L];                                                                   \
+            for (int j = 0; j < WB_L; j++) acc[j] = 0;                                        \
+            for (Py_ssize_t i = whole; i < vecs; i += WB_L)                                   \
+                for (int j = 0; j < WB_L; j++) {                                              \
+                    const WB_T v = x[i + j];                                                  \
+                    acc[j] += (EXPR);                                                         \
+                }                                                                             \
+            for (int j = 0; j < WB_L; j++) total[j] += acc[j];                                \
+        }                                                                                     \
+        for (Py_ssize_t i = vecs; i < n; i++) {                                               \
             const WB_T v = x[i];                                                              \
             tail += (EXPR);                                                                   \
         }                                                                                     \
         _Pragma("GCC unroll 8")                                                               \
-        for (int h = 2 * WB_L; h > 0; h /= 2)                                                 \
+        for (int h = WB_L / 2; h > 0; h /= 2)                                                 \
             for (int j = 0; j < h; j++) total[j] += total[j + h];                             \
         return total[0] + tail;                                                               \
     }
@@ -56,46 +68,72 @@ WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
 /* Lane extrema; NaN wins (numpy's max/min and PyTorch's amax/amin propagate it). 8 vector
  * registers of lanes (half the register file on AVX2): each step's compare and select wait on
  * the last (a latency chain), and with 2 zmm of lanes a row max of 256 x 1024 f32 ran at a
- * third of torch's speed on the EPYC (8: 40 -> 21 us, 4: 26). The tail goes into one scalar
- * (a lane indexed by a variable would put the lanes on the stack); the lanes meet pairwise,
- * unrolled (one lane at a time was a branch each). */
+ * third of torch's speed on the EPYC (8: 40 -> 21 us, 4: 26). The lanes are vectors of gcc's
+ * own (line_vec, one cache line: 1 AVX-512, 2 AVX2 or 4 SSE registers), as plain arrays gcc
+ * vectorised them or not from one build to the next. They meet in the first vector, the rest
+ * of the line goes into it a vector at a time, its last n mod WB_L into one scalar; the first
+ * vector's lanes then meet pairwise, unrolled (one lane at a time was a branch each). */
+typedef WB_T WB_SFX(line_vec) __attribute__((vector_size(64), aligned(sizeof(WB_T))));
+typedef WB_IT WB_SFX(line_bits) __attribute__((vector_size(64)));
 #if defined(__AVX512F__)
-#define WB_EXT_L (8 * 64 / (int)sizeof(WB_T))
+#define WB_EXT_V 8
 #elif defined(__AVX__)
-#define WB_EXT_L (8 * 32 / (int)sizeof(WB_T))
+#define WB_EXT_V 4
 #else
-#define WB_EXT_L (8 * 16 / (int)sizeof(WB_T))
+#define WB_EXT_V 2
 #endif
-#define WB_LANE_EXT(name, EXPR, CMP, INIT)                                                    \
+/* acc = e where e CMP acc or e is NaN, lane by lane. */
+#define WB_VEC_PICK(acc, e, CMP)                                                               \
+    do {                                                                                      \
+        const WB_SFX(line_bits) take_ = ((e)CMP(acc)) | ((e) != (e));                         \
+        (acc) = (WB_SFX(line_vec))(((WB_SFX(line_bits))(e) & take_) |                         \
+                                   ((WB_SFX(line_bits))(acc) & ~take_));                      \
+    } while (0)
+#define WB_LANE_EXT(name, EXPR, VEXPR, CMP, INIT)                                             \
     static WB_T WB_SFX(name)(const WB_T *restrict x, Py_ssize_t n) {                          \
-        WB_T acc[WB_EXT_L], m = (INIT);                                                       \
-        for (int j = 0; j < WB_EXT_L; j++) acc[j] = (INIT);                                   \
-        const Py_ssize_t whole = n - n % WB_EXT_L;                                            \
-        for (Py_ssize_t i = 0; i < whole; i += WB_EXT_L) {                                    \
-            prefetch_at(x + i, WB_EXT_L * sizeof(WB_T), WB_PREFETCH_AHEAD);                   \
-            for (int j = 0; j < WB_EXT_L; j++) {                                              \
-                const WB_T v = x[i + j], e = (EXPR);                                          \
-                acc[j] = (e CMP acc[j] || e != e) ? e : acc[j];                               \
+        WB_SFX(line_vec) acc[WB_EXT_V];                                                       \
+        WB_T m = (INIT);                                                                      \
+        for (int k = 0; k < WB_EXT_V; k++) acc[k] = (WB_SFX(line_vec)){0} + (WB_T)(INIT);     \
+        const Py_ssize_t whole = n - n % (WB_EXT_V * WB_L), vecs = n - n % WB_L;              \
+        for (Py_ssize_t i = 0; i < whole; i += WB_EXT_V * WB_L) {                             \
+            prefetch_at(x + i, WB_EXT_V * 64, WB_PREFETCH_AHEAD);                             \
+            for (int k = 0; k < WB_EXT_V; k++) {                                              \
+                const WB_SFX(line_vec) v = *(const WB_SFX(line_vec) *)(x + i + k * WB_L);     \
+                const WB_SFX(line_vec) e = (VEXPR);                                           \
+                WB_VEC_PICK(acc[k], e, CMP);                                                  \
             }                                                                                 \
         }                                                                                     \
-        for (Py_ssize_t i = whole; i < n; i++) {                                              \
+        if (whole > 0)                                                                        \
+            for (int k = 1; k < WB_EXT_V; k++) WB_VEC_PICK(acc[0], acc[k], CMP);              \
+        for (Py_ssize_t i = whole; i < vecs; i += WB_L) {                                     \
+            const WB_SFX(line_vec) v = *(const WB_SFX(line_vec) *)(x + i);                    \
+            const WB_SFX(line_vec) e = (VEXPR);                                               \
+            WB_VEC_PICK(acc[0], e, CMP);                                                      \
+        }                                                                                     \
+        for (Py_ssize_t i = vecs; i < n; i++) {                                               \
             const WB_T v = x[i], e = (EXPR);                                                  \
             m = (e CMP m || e != e) ? e : m;                                                  \
         }                                                                                     \
+        WB_T lane[WB_L];                                                                      \
+        for (int j = 0; j < WB_L; j++) lane[j] = acc[0][j];                                   \
         _Pragma("GCC unroll 8")                                                               \
-        for (int h = WB_EXT_L / 2; h > 0; h /= 2)                                             \
+        for (int h = WB_L / 2; h > 0; h /= 2)                                                 \
             for (int j = 0; j < h; j++) {                                                     \
-                const WB_T b = acc[j + h];                                                    \
-                acc[j] = (b CMP acc[j] || b != b) ? b : acc[j];                               \
+                const WB_T b = lane[j + h];                                                   \
+                lane[j] = (b CMP lane[j] || b != b) ? b : lane[j];                            \
             }                                                                                 \
-        return (acc[0] CMP m || acc[0] != acc[0]) ? acc[0] : m;                               \
+        return (lane[0] CMP m || lane[0] != lane[0]) ? lane[0] : m;                           \
     }
-WB_LANE_EXT(max_id, v, >, -__builtin_inf())
-WB_LANE_EXT(min_id, v, <, __builtin_inf())
-WB_LANE_EXT(max_abs, WB_FABS(v), >, -__builtin_inf())
-WB_LANE_EXT(min_abs, WB_FABS(v), <, __builtin_inf())
+/* |v| of a vector: its sign bits cleared. */
+#define WB_VEC_ABS(v) ((WB_SFX(line_vec))((WB_SFX(line_bits))(v) & WB_ABS_BITS))
+WB_LANE_EXT(max_id, v, v, >, -__builtin_inf())
+WB_LANE_EXT(min_id, v, v, <, __builtin_inf())
+WB_LANE_EXT(max_abs, WB_FABS(v), WB_VEC_ABS(v), >, -__builtin_inf())
+WB_LANE_EXT(min_abs, WB_FABS(v), WB_VEC_ABS(v), <, __builtin_inf())
 #undef WB_LANE_EXT
-#undef WB_EXT_L
+#undef WB_VEC_PICK
+#undef WB_VEC_ABS
+#undef WB_EXT_V
 
 /* The lanes of an arg-extremum: explicit vectors where reduce.c has them (WB_ARG_VEC), else
  * portable lanes. */
@@ -150,7 +188,7 @@ static double WB_SFX(prod)(const WB_T *restrict x, Py_ssize_t n) {
 }
 
 /* One piece into ``part``: i0 is the index of x[0] along the reduced elements; sums prefetch
- * ``ahead`` bytes past their reads. */
+ * ``ahead`` bytes past their reads (none for 0). */
 static void WB_SFX(chunk)(const red_pass *ps, const WB_T *restrict x, Py_ssize_t n, WB_T c,
                           Py_ssize_t ahead, int64_t i0, red_part *part) {
     const WB_T p = (WB_T)ps->p;
@@ -237,6 +275,20 @@ static void WB_SFX(rows_outputs)(const red_pass *ps, Py_ssize_t o0, Py_ssize_t o
     if (o0 >= o1) return;
     wb_odometer outs;
     odometer_seek(&outs, pl->nk, pl->kshape, pl->kstride, o0);
+    if (pl->nr == 1 && units == 1 && piece == WB_PIECE) {
+        /* One contiguous line in place per output (x.sum(-1)): no units' walk, whose setup
+         * cost rows of 64 f32 ~2/3 of their time on the EPYC, and no software prefetch (the
+         * hardware's keeps up with lines one after another: with it, a row sum of a 4096 x
+         * 4096 f32 matrix on one thread took 1.1-1.3x torch's time, without it 0.95-1.05x). */
+        const WB_T *x = (const WB_T *)pl->data + pl->offset;
+        for (Py_ssize_t o = o0; o < o1; o++, odometer_next(&outs)) {
+            red_part part = part_init(ps->acc);
+            const WB_T c = ps->center ? (WB_T)ps->center[o] : 0;
+            WB_SFX(chunk)(ps, x + outs.off, n, c, 0, 0, &part);
+            part_store(ps, o, &part);
+        }
+        return;
+    }
     for (Py_ssize_t o = o0; o < o1; o++, odometer_next(&outs)) {
         red_part part = part_init(ps->acc);
         WB_SFX(rows_units)(ps, o, pl->offset + outs.off, 0, units, &part, buf);
@@ -317,7 +369,6 @@ static void WB_SFX(cols_row)(const red_pass *ps, const WB_T *restrict x, Py_ssiz
  * gcc's own (one cache line each: 2 AVX2 registers, 4 SSE ones): 4 of them, then 1, then the
  * last w mod WB_L outputs one at a time. The maps without vector arithmetic (abs, exp, pow)
  * take the row-at-a-time form. */
-typedef WB_T WB_SFX(line_vec) __attribute__((vector_size(64), aligned(sizeof(WB_T))));
 #define WB_TILE_VECS(NV, VEXPR)                                                                \
     for (; j0 + (NV) * WB_L <= w; j0 += (NV) * WB_L) {                                        \
         WB_SFX(line_vec) acc[NV], cv[NV];                                                     \
