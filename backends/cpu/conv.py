@@ -152,6 +152,9 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     ho, wo = ConvParams(stride, pads, dilation).out_size(x.shape[2:], w.shape[2:])
     w = w.astype(ct, copy=False)
     length = ho * wo
+    if 0 in (n, c, h, wd, o, ho, wo):  # no terms: the bias alone (the kernels take sizes >= 1)
+        out = np.zeros((n, o, ho, wo), ct)
+        return out if bias is None else out + bias.astype(ct).reshape(1, o, 1, 1)
     if _direct_conv(x, w.shape, stride, pads, groups, (ho, wo)):
         return _conv_direct(x, w, bias, stride, (top, left), dilation, (ho, wo))
     if _pointwise((kh, kw), stride, pads):
@@ -212,11 +215,10 @@ def _depthwise_native(
     a, b = np.ascontiguousarray(a, ct), np.ascontiguousarray(b, ct)
     bias = None if bias is None else np.ascontiguousarray(bias, ct)
     shape = ((n, o, *out_hw), (n, c, h, wd), (o, 1, kh, kw))[mode]
-    if 0 in (n, c, h, wd, *out_hw):  # no terms (an empty batch): the kernel takes sizes >= 1
-        out = np.zeros(shape, ct)
-        if mode == 0 and bias is not None:  # (an empty image padded: its output is the bias)
-            out += bias.reshape(1, o, 1, 1)
-        return out
+    # No terms: the gradients of an empty batch or image (conv2d_array answers the forward);
+    # the kernel takes sizes >= 1.
+    if 0 in (n, c, h, wd, *out_hw):
+        return np.zeros(shape, ct)
     out = np.empty(shape, ct)
     NATIVE.conv_depthwise(mode, a, b, out, bias, n, c, o // c, h, wd, *out_hw, kh, kw,
                           *stride, *dilation, *origin)  # fmt: skip
@@ -261,9 +263,6 @@ def _conv_direct(x, w, bias, stride, origin, dilation, out_hw) -> np.ndarray:
     column buffer); ``origin`` is the (top, left) padding, negative for a crop."""
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
-    if 0 in (n, c, h, wd, o, *out_hw):  # no terms: the bias alone (the kernel takes sizes >= 1)
-        out = np.zeros((n, o, *out_hw), F32)
-        return out if bias is None else out + bias.astype(F32).reshape(1, o, 1, 1)
     out = np.empty((n, o, *out_hw), F32)
     x, w = np.ascontiguousarray(x, F32), np.ascontiguousarray(w, F32)
     b = None if bias is None else np.ascontiguousarray(bias, F32)
