@@ -24,6 +24,13 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+@lru_cache(maxsize=4096)
+def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple:
+    """The shape of a reduction of ``shape`` over ``dims`` (normalised): those dims dropped,
+    or kept as 1 (cached: a small reduction's shape maths cost as much as its kernel)."""
+    return tuple(1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims)
+
+
 class Layout:
     """``element(i0, i1, ...) = storage[offset + sum(i_k * strides[k])]``.
 

@@ -1,6 +1,6 @@
 """Layouts (shape, strides in elements, offset): the hardware layer's ``Layout``, shared by the
 core and every backend, re-exported here for the core."""
 
-from workbench.backends.layout import Layout, contiguous_strides
+from workbench.backends.layout import Layout, contiguous_strides, reduced_shape
 
-__all__ = ["Layout", "contiguous_strides"]
+__all__ = ["Layout", "contiguous_strides", "reduced_shape"]

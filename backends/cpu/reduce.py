@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import reduced_shape
 from ._arrays import F32, NUMPY_BY_NAME, contiguous, is_half, quiet, upcast, view
 from .native import NATIVE, codes
 
@@ -28,10 +29,6 @@ _ARRAY = np.ndarray
 _I64 = np.dtype(np.int64)
 
 
-def _reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool):
-    return tuple(1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims)
-
-
 def _numpy_statistic(op: str, x: np.ndarray, dims: tuple[int, ...], keepdim: bool, param):
     """The fused statistics on the numpy path (x already in its compute type)."""
     n = 1
@@ -46,7 +43,7 @@ def _numpy_statistic(op: str, x: np.ndarray, dims: tuple[int, ...], keepdim: boo
         return np.sqrt(v) if op == "std" else v
     if op == "logsumexp":
         if n == 0:
-            return np.full(_reduced_shape(x.shape, dims, keepdim), -np.inf, x.dtype)
+            return np.full(reduced_shape(x.shape, dims, keepdim), -np.inf, x.dtype)
         m = np.maximum.reduce(x, axis=dims, keepdims=True)
         m = np.where(np.isinf(m), 0, m)
         r = np.log(np.add.reduce(np.exp(x - m), axis=dims, keepdims=True)) + m
@@ -70,7 +67,7 @@ class ReduceOps:
         if code is None or type(a) is not _ARRAY or a.dtype.char not in _NATIVE_FLOATS:
             return None
         dtype = _I64 if op in ("argmax", "argmin") else a.dtype
-        out = np.empty(_reduced_shape(layout.shape, dims, keepdim), dtype)
+        out = np.empty(reduced_shape(layout.shape, dims, keepdim), dtype)
         NATIVE.reduce(code, a, layout.offset, layout.shape, layout.strides, dims, out, 0.0)
         return type(self)(out)
 
@@ -123,7 +120,7 @@ class ReduceOps:
         dims = tuple(dims)
         code = _NATIVE_REDUCE.get(op)
         if code is not None and type(a) is _ARRAY and a.dtype.char in _NATIVE_FLOATS:
-            out = np.empty(_reduced_shape(layout.shape, dims, keepdim), a.dtype)
+            out = np.empty(reduced_shape(layout.shape, dims, keepdim), a.dtype)
             NATIVE.reduce(code, a, layout.offset, layout.shape, layout.strides, dims, out, param)
             return type(self)(out)
         x = view(a, layout)

@@ -9,6 +9,7 @@ from .._oprecord import op
 from ..autograd import no_grad, record
 from ..backends.base import supports
 from ..errors import ArgumentError, DimensionError, ShapeError
+from ..layout import reduced_shape
 from ..tensor import Tensor
 from . import return_types
 from ._helpers import describe, new, norm_dim, norm_dims
@@ -56,11 +57,7 @@ def _reduce(name: str, x: Tensor, dims, keepdim: bool, dtype: dt.DType) -> Tenso
         return new(x._storage.reduce(name, x._layout, (), False, dtype.name), (), dtype, x.device)
     dims = _norm_dims(dims, x.ndim, name)
     storage = x._storage.reduce(name, x._layout, dims, keepdim, dtype.name)
-    return new(storage, _reduced_shape(shape, dims, keepdim), dtype, x.device)
-
-
-def _reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple:
-    return tuple(1 if i in dims else s for i, s in enumerate(shape) if keepdim or i not in dims)
+    return new(storage, reduced_shape(shape, dims, keepdim), dtype, x.device)
 
 
 def _keep(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
@@ -99,7 +96,14 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -
         x = to_dtype(x, dt.f32)
     dims = _norm_dims(dim, x.ndim, "mean")
     count = math.prod(x.shape[d] for d in dims)
-    return sum(x, dims, keepdim) * (1.0 / count if count else math.nan)
+    scale = 1.0 / count if count else math.nan
+    if x.ndim and supports(x._storage, "mean"):  # one fused pass and one op: Σ x / N
+        storage = x._storage.mean(x._layout, dims, keepdim)
+        out = new(storage, reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+        return record(
+            out, "mean", (x,), lambda g: (_keep(g, x, dims, keepdim).expand(x.shape) * scale,)
+        )
+    return sum(x, dims, keepdim) * scale
 
 
 @op
@@ -263,7 +267,7 @@ def var(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1, *,
         # one fused pass (halves accumulate in f32, so their squares cannot overflow);
         # d var / dx = 2 (x - mean) / (N - correction)
         storage = x._storage.var(x._layout, dims, keepdim, float(correction))
-        out = new(storage, _reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+        out = new(storage, reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
 
         def backward(g: Tensor):
             centered = x.detach() - mean(x.detach(), dims, keepdim=True)
