@@ -10,9 +10,9 @@
 #define WB_L (64 / (int)sizeof(WB_T)) /* lanes: 16 f32 or 8 f64 (2 AVX-512 / 4 AVX2 registers) */
 
 /* ---- rows: one piece of n <= WB_PIECE contiguous values ---------------------------------- */
-/* Lane partial sums: 64 lanes (16 f64) in the compute type, added into f64 lanes every
+/* Lane partial sums: 4·WB_L lanes (64 f32, 32 f64) in the compute type, into f64 lanes every
  * WB_FLUSH elements (so a lane never sums more than WB_FLUSH / lanes values in f32), 4 at a
- * time into WB_L f64 lanes; the last n mod 64 values a vector of WB_L lanes at a time, then
+ * time into WB_L f64 lanes; the last n mod 4·WB_L values a vector of WB_L lanes at a time, then
  * the last n mod WB_L straight into f64. The f64 lanes meet pairwise (unrolled: as a loop over
  * the halvings it cost short rows ~20%). The lanes are only ever indexed by constants, so they
  * stay in registers (indexed by a variable in the tail, they lived on the stack, which cost a
