@@ -86,6 +86,52 @@ def test_widths_and_channel_blocks_at_3x3(width, channels):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 27**0.5)
 
 
+@pytest.mark.parametrize("width", [6, 17, 30, 41, 45, 90])
+@pytest.mark.parametrize(
+    "kernel, stride, dilation",
+    [(3, (1, 1), (1, 1)), (3, (2, 2), (1, 1)), (5, (1, 2), (2, 1)), (3, (2, 1), (1, 2)),
+     (1, (2, 2), (1, 1))],
+)  # fmt: skip
+def test_column_shifted_and_phase_planes_at_strides_and_dilations(width, kernel, stride, dilation):
+    """With 130 output channels (past the register blocks) narrow outputs take column-shifted
+    planes, a grid exactly Wo wide (O · wasted / Wq columns >= 8: up to Wo = 30 at 3×3 and
+    stride 1, 15 at stride 2); wider ones the phase planes. Both at strides and dilations,
+    with tails of every length."""
+    rng = np.random.default_rng(width * 7 + kernel)
+    x = rng.standard_normal((2, 5, 7, width), dtype=np.float32)
+    w = rng.standard_normal((130, 5, kernel, kernel), dtype=np.float32)
+    b = rng.standard_normal(130, dtype=np.float32)
+    out_hw = tuple(
+        (size + 2 - d * (kernel - 1) - 1) // s + 1
+        for size, s, d in zip((7, width), stride, dilation, strict=True)
+    )
+    got = _run(x, w, b, stride, dilation, (1, 1), out_hw)
+    want = _reference(x, w, b, stride, dilation, (1, 1), out_hw)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(w[0].size))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("batch", [1, 2, 9])
+@pytest.mark.parametrize("width", [20, 61])
+def test_images_prepared_one_by_one_or_all_first(threads, batch, width):
+    """Past the threading threshold, 2 threads prepare all images first and share their units
+    when the batch is small (1, 2), else each thread prepares and computes whole images (9),
+    as one thread always does; on column-shifted planes (20 wide, 136 output channels) and
+    phase planes (61)."""
+    rng = np.random.default_rng(batch * 100 + width)
+    x = rng.standard_normal((batch, 16, 12, width), dtype=np.float32)
+    w = rng.standard_normal((136, 16, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(136, dtype=np.float32)
+    before = wb.get_num_threads()
+    wb.set_num_threads(threads)
+    try:
+        got = _run(x, w, b, (1, 1), (1, 1), (1, 1), (12, width))
+    finally:
+        wb.set_num_threads(before)
+    want = _reference(x, w, b, (1, 1), (1, 1), (1, 1), (12, width))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(w[0].size))
+
+
 def test_conv2d_of_f32_takes_it_and_matches_torch(monkeypatch):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 16, 33, 40), dtype=np.float32)
@@ -117,16 +163,19 @@ def test_pointwise_conv2d_takes_it_up_to_64_input_channels(monkeypatch, channels
     "batch, channels, size, direct",
     [(2, 127, 8, True), (2, 128, 8, False), (2, 128, 15, True), (1, 300, 20, False)],
 )
-def test_few_pixels_of_many_channels_take_im2col(monkeypatch, batch, channels, size, direct):
-    """From 128 input channels a batch of at most 400 output pixels runs as im2col and BLAS
-    (measured 1.3-2× faster than the implicit product at 8²-20²)."""
+def test_few_pixels_of_many_channels_take_im2col_on_avx2(
+    monkeypatch, batch, channels, size, direct
+):
+    """On AVX2, from 128 input channels a batch of at most 400 output pixels runs as im2col and
+    BLAS (measured 1.05-1.6× faster than the implicit product at 8²-20²); AVX-512's implicit
+    product takes them all."""
     rng = np.random.default_rng(channels + size)
     x = rng.standard_normal((batch, channels, size, size), dtype=np.float32)
     w = rng.standard_normal((8, channels, 3, 3), dtype=np.float32)
     calls = _spy(monkeypatch, "_conv_direct")
     y = wb.nn.functional.conv2d(wb.tensor(x), wb.tensor(w), padding=1).numpy()
     want = F.conv2d(*(torch.tensor(a, dtype=torch.float64) for a in (x, w)), padding=1).numpy()
-    assert len(calls) == int(direct)
+    assert len(calls) == int(direct or NATIVE.variant() == "avx512")
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-3)
 
 

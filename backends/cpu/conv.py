@@ -238,22 +238,24 @@ def _takes_direct(x: np.ndarray, groups: int) -> bool:
 _POINTWISE_DIRECT_MAX_C = 64
 
 
-# Batches of up to this many output pixels (all images) take im2col and BLAS from
-# _FEW_PIXELS_MIN_C input channels. Measured at 2 threads (AVX-512 EPYC), 3×3, direct / im2col
-# time: 1.2-2.1 from 128 to 512 channels at 8², 16² and 20², batch 1; 1.4-1.5 at 8² batch 2
-# from 256 channels (0.93 at 128, which the rule sends to im2col too); 0.75-1.0 at 16² batch
-# 2 (512 pixels: the implicit product); 0.9 at 40², batch 1.
+# On the AVX2 variant (4 output channels per micro-tile) batches of up to this many output
+# pixels (all images) take im2col and BLAS from _FEW_PIXELS_MIN_C input channels. Measured at
+# 2 threads (Zen 4, AVX2 variant), 3×3, direct / im2col time: 1.05-1.25 from 128 to 512
+# channels at 8², 16² and 20², batch 1 and 2 (1.6 at 512 channels of 20²). The AVX-512
+# variant's kernel (8 channels) runs them in 0.7-0.95 of im2col's time.
 _FEW_PIXELS = 400
 _FEW_PIXELS_MIN_C = 128
+_FEW_PIXELS_IM2COL = _DIRECT_CONV and NATIVE.variant() != "avx512"
 
 
 def _direct_conv(x: np.ndarray, w_shape, stride, pads, groups: int, out_hw) -> bool:
     """Whether ``conv2d_array`` runs this convolution as conv_direct.c's implicit product:
-    ``_takes_direct``, a 1×1 one at stride 1 unpadded only up to 64 input channels, and not
-    a batch of at most 400 output pixels with 128 input channels or more."""
+    ``_takes_direct``, a 1×1 one at stride 1 unpadded only up to 64 input channels, and on
+    AVX2 not a batch of at most 400 output pixels with 128 input channels or more."""
     if not _takes_direct(x, groups):
         return False
-    if w_shape[1] >= _FEW_PIXELS_MIN_C and x.shape[0] * out_hw[0] * out_hw[1] <= _FEW_PIXELS:
+    pixels = x.shape[0] * out_hw[0] * out_hw[1]
+    if _FEW_PIXELS_IM2COL and w_shape[1] >= _FEW_PIXELS_MIN_C and pixels <= _FEW_PIXELS:
         return False
     return not _pointwise(w_shape[2:], stride, pads) or w_shape[1] <= _POINTWISE_DIRECT_MAX_C
 

@@ -12,9 +12,16 @@
  *
  * a product with a B matrix whose rows are contiguous runs of the planes: the micro-kernel
  * keeps an MR × (NV·lanes) tile of outputs in registers and, per tap, loads NV input vectors
- * and broadcasts MR packed weights (k[o·MR.., t] side by side). Columns w >= Wo of the grid
- * are computed and dropped on store (Wq - Wo of them, kw - 1 at stride 1). Units of work are
- * runs of UNIT pixels of one image and MR output channels, so threads write disjoint outputs.
+ * and broadcasts MR weights k[o·MR + r, t], read in place from MR rows of k (the weights are
+ * not repacked). Columns w >= Wo of the grid are computed and dropped on store (Wq - Wo of
+ * them, kw - 1 at stride 1). Units of work are runs of at most UNIT pixels of one image, of
+ * about equal length, and MR output channels, so threads write disjoint outputs.
+ *
+ * Narrow images would waste much of that (2 of 10 columns at 8², 2 of 18 at 16²). The
+ * forward then copies them into column-shifted planes instead, kw per row phase and channel,
+ * exactly Wo wide: plane[c, a, j][r, w] = x[n, c, s_h·r + a - top, s_w·w + d_w·j - left].
+ * Tap (c, i, j) reads plane (c, d_h·i mod s_h, j) shifted by ⌊d_h·i / s_h⌋ rows, the grid is
+ * the output itself (Wq = Wo), and nothing is computed twice, for kw/s_w times the copies.
  * The baseline variant (no lane vectors) has no such kernel: conv.py keeps im2col there. */
 #include "conv_geometry.h"
 #include "lanes.h"
@@ -33,34 +40,43 @@
 #endif
 #define WB_CD_NV 3
 #define WB_CD_NB (WB_CD_NV * WB_LANES) /* pixels of a micro-tile */
-#define WB_CD_UNIT (4 * WB_CD_NB)      /* pixels of a unit: each packed weight block serves 4 */
+#define WB_CD_UNIT (4 * WB_CD_NB) /* most pixels of a unit: MR weight rows serve 4 tiles */
+/* Column-shifted planes where O · (wasted columns / Wq) reaches this: the multiply-adds they
+ * save per input value grow with O, the copies they add do not. */
+#define WB_CD_SHIFT_GAIN 8
 /* Multiply-adds above which a call runs on several threads. */
 #define WB_CD_PAR (1 << 18)
 
 typedef struct {
     const float *x, *bias; /* bias: oblocks·MR floats, zero-padded */
     float *y, *prep;
-    const float *packed;    /* [oblock][tap][MR] */
+    const float *k;         /* the weights (O, taps) */
+    const float *packed;    /* the channel form's: [oblock][tap][width] */
     const Py_ssize_t *off;  /* per tap, into one prepared image */
     Py_ssize_t n, c, h, w, o, sh, sw, top, left, ho, wo, hq, wq;
     Py_ssize_t plane, image, taps, pixels, units_per_image, oblocks;
+    Py_ssize_t run; /* pixels of a unit of the pixel form (the last of an image: the rest) */
+    Py_ssize_t slack; /* zero floats read past a prepared image */
+    /* the planes' columns: per row phase, ``cols`` planes, plane e starting at input column
+     * e·col_step - left (s_w phases, step 1; or kw shifts, step d_w, when ``shifted``) */
+    Py_ssize_t cols, col_step;
+    int shifted;
 } cd_ctx;
 
-/* Units (n, c): the s_h·s_w zero-padded phase planes of channel c of image n. */
-static void prepare(const void *vctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *buf) {
-    (void)t, (void)buf;
-    const cd_ctx *cx = vctx;
+/* The zero-padded planes of channels [c0, c1) of image n into ``image`` (one prepared image). */
+static void prepare_channels(const cd_ctx *cx, Py_ssize_t n, Py_ssize_t c0, Py_ssize_t c1,
+                             float *image) {
     const Py_ssize_t C = cx->c, H = cx->h, W = cx->w, SH = cx->sh, SW = cx->sw;
-    const Py_ssize_t HQ = cx->hq, WQ = cx->wq, PLANE = cx->plane, IMAGE = cx->image;
-    const Py_ssize_t TOP = cx->top, LEFT = cx->left;
-    for (Py_ssize_t u = u0; u < u1; u++) {
-        const Py_ssize_t n = u / C, ch = u % C;
-        const float *src = cx->x + u * H * W;
-        float *dst = cx->prep + n * IMAGE + ch * SH * SW * PLANE;
+    const Py_ssize_t HQ = cx->hq, WQ = cx->wq, PLANE = cx->plane;
+    const Py_ssize_t TOP = cx->top, LEFT = cx->left, COLS = cx->cols, STEP = cx->col_step;
+    for (Py_ssize_t ch = c0; ch < c1; ch++) {
+        const float *src = cx->x + (n * C + ch) * H * W;
+        float *dst = image + ch * SH * COLS * PLANE;
         for (Py_ssize_t a = 0; a < SH; a++)
-            for (Py_ssize_t e = 0; e < SW; e++, dst += PLANE) {
+            for (Py_ssize_t e = 0; e < COLS; e++, dst += PLANE) {
+                const Py_ssize_t first = e * STEP - LEFT; /* the input column of q = 0 */
                 Py_ssize_t lo, hi;
-                valid_range(e - LEFT, SW, W, WQ, &lo, &hi);
+                valid_range(first, SW, W, WQ, &lo, &hi);
                 for (Py_ssize_t r = 0; r < HQ; r++) {
                     float *row = dst + r * WQ;
                     const Py_ssize_t iy = SH * r + a - TOP;
@@ -68,7 +84,7 @@ static void prepare(const void *vctx, int t, Py_ssize_t u0, Py_ssize_t u1, void 
                         memset(row, 0, sizeof(float) * (size_t)WQ);
                         continue;
                     }
-                    const float *in = src + iy * W + e - LEFT;
+                    const float *in = src + iy * W + first;
                     memset(row, 0, sizeof(float) * (size_t)lo);
                     if (SW == 1)
                         memcpy(row + lo, in + lo, sizeof(float) * (size_t)(hi - lo));
@@ -80,33 +96,44 @@ static void prepare(const void *vctx, int t, Py_ssize_t u0, Py_ssize_t u1, void 
     }
 }
 
-/* tile[r][v·lanes + l] = bias[r] + Σ_t w[t][r] · src[off[t] + v·lanes + l]. */
-static inline void micro_tile(const float *src, const Py_ssize_t *off, Py_ssize_t taps,
-                              const float *w, const float *bias, float *tile) {
+/* Units (n, c): the planes of channel c of image n, into the batch's cx->prep. */
+static void prepare(const void *vctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *buf) {
+    (void)t, (void)buf;
+    const cd_ctx *cx = vctx;
+    for (Py_ssize_t u = u0; u < u1; u++)
+        prepare_channels(cx, u / cx->c, u % cx->c, u % cx->c + 1, cx->prep + u / cx->c * cx->image);
+}
+
+/* tile[r][v·lanes + l] = bias[r] + Σ_t k_r[t] · src[off[t] + v·lanes + l] for v < nv. */
+static inline __attribute__((always_inline)) void micro_tile(const float *src,
+                                                             const Py_ssize_t *off,
+                                                             Py_ssize_t taps,
+                                                             const float *const k[WB_CD_MR],
+                                                             const float *bias, float *tile,
+                                                             const int nv) {
     lane_vec acc[WB_CD_MR][WB_CD_NV];
 #pragma GCC unroll 8
     for (int r = 0; r < WB_CD_MR; r++) {
         const lane_vec b = lane_set1(bias[r]);
 #pragma GCC unroll 3
-        for (int v = 0; v < WB_CD_NV; v++) acc[r][v] = b;
+        for (int v = 0; v < nv; v++) acc[r][v] = b;
     }
-    for (Py_ssize_t t = 0; t < taps; t++, w += WB_CD_MR) {
+    for (Py_ssize_t t = 0; t < taps; t++) {
         const float *s = src + off[t];
         lane_vec in[WB_CD_NV];
 #pragma GCC unroll 3
-        for (int v = 0; v < WB_CD_NV; v++) in[v] = lane_load(s + v * WB_LANES);
+        for (int v = 0; v < nv; v++) in[v] = lane_load(s + v * WB_LANES);
 #pragma GCC unroll 8
         for (int r = 0; r < WB_CD_MR; r++) {
-            const lane_vec k = lane_set1(w[r]);
+            const lane_vec w = lane_set1(k[r][t]);
 #pragma GCC unroll 3
-            for (int v = 0; v < WB_CD_NV; v++) acc[r][v] = lane_fma(in[v], k, acc[r][v]);
+            for (int v = 0; v < nv; v++) acc[r][v] = lane_fma(in[v], w, acc[r][v]);
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < WB_CD_MR; r++)
 #pragma GCC unroll 3
-        for (int v = 0; v < WB_CD_NV; v++)
-            lane_store(tile + r * WB_CD_NB + v * WB_LANES, acc[r][v]);
+        for (int v = 0; v < nv; v++) lane_store(tile + r * WB_CD_NB + v * WB_LANES, acc[r][v]);
 }
 
 /* A tile's pixels [p0, p1) of the Wq-wide grid as runs of real outputs: the run's first
@@ -128,31 +155,59 @@ static int tile_runs(Py_ssize_t p0, Py_ssize_t p1, Py_ssize_t wq, Py_ssize_t wo,
     return count;
 }
 
-/* Units (n, run of UNIT pixels, block of MR output channels), the channel blocks innermost
- * so that a thread's consecutive units read the same input pixels. */
+/* Unit u = (n, run of pixels, block of MR output channels) of the pixel form, from ``src``
+ * (image n prepared); ``tile`` holds MR × NB floats. */
+static void pixel_unit(const cd_ctx *cx, const float *src, Py_ssize_t u, float *tile) {
+    const Py_ssize_t O = cx->o, WQ = cx->wq, WO = cx->wo, TAPS = cx->taps, OB = cx->oblocks;
+    const Py_ssize_t PIXELS = cx->pixels, UPI = cx->units_per_image, OUT = cx->ho * cx->wo;
+    Py_ssize_t runs[WB_CD_NB + 1][3];
+    const Py_ssize_t ob = u % OB, n = u / OB / UPI, p_begin = (u / OB % UPI) * cx->run;
+    const Py_ssize_t p_end = p_begin + cx->run < PIXELS ? p_begin + cx->run : PIXELS;
+    const Py_ssize_t rows = O - ob * WB_CD_MR < WB_CD_MR ? O - ob * WB_CD_MR : WB_CD_MR;
+    const float *w[WB_CD_MR]; /* rows past O repeat the last one; they are not stored */
+    for (int r = 0; r < WB_CD_MR; r++)
+        w[r] = cx->k + (ob * WB_CD_MR + (r < rows ? r : rows - 1)) * TAPS;
+    const float *bias = cx->bias + ob * WB_CD_MR;
+    float *y = cx->y + (n * O + ob * WB_CD_MR) * OUT;
+    for (Py_ssize_t p0 = p_begin; p0 < p_end; p0 += WB_CD_NB) {
+        const Py_ssize_t p1 = p0 + WB_CD_NB < p_end ? p0 + WB_CD_NB : p_end;
+        /* a short last tile computes only the vectors it has */
+        if (p1 - p0 > 2 * WB_LANES)
+            micro_tile(src + p0, cx->off, TAPS, w, bias, tile, WB_CD_NV);
+        else if (p1 - p0 > WB_LANES)
+            micro_tile(src + p0, cx->off, TAPS, w, bias, tile, 2);
+        else
+            micro_tile(src + p0, cx->off, TAPS, w, bias, tile, 1);
+        const int count = tile_runs(p0, p1, WQ, WO, runs);
+        for (Py_ssize_t r = 0; r < rows; r++)
+            for (int k = 0; k < count; k++)
+                memcpy(y + r * OUT + runs[k][0], tile + r * WB_CD_NB + runs[k][1],
+                       sizeof(float) * (size_t)runs[k][2]);
+    }
+}
+
+/* Units of the pixel form over the batch's prepared images, the channel blocks innermost so
+ * that a thread's consecutive units read the same input pixels. */
 static void compute(const void *vctx, int t, Py_ssize_t u0, Py_ssize_t u1, void *buf) {
     (void)t;
     const cd_ctx *cx = vctx;
-    const Py_ssize_t O = cx->o, WQ = cx->wq, WO = cx->wo, TAPS = cx->taps, OB = cx->oblocks;
-    const Py_ssize_t PIXELS = cx->pixels, UPI = cx->units_per_image, OUT = cx->ho * cx->wo;
-    float *tile = buf;
-    Py_ssize_t runs[WB_CD_NB + 1][3];
-    for (Py_ssize_t u = u0; u < u1; u++) {
-        const Py_ssize_t ob = u % OB, n = u / OB / UPI, p_begin = (u / OB % UPI) * WB_CD_UNIT;
-        const Py_ssize_t p_end = p_begin + WB_CD_UNIT < PIXELS ? p_begin + WB_CD_UNIT : PIXELS;
-        const float *src = cx->prep + n * cx->image;
-        const float *w = cx->packed + ob * TAPS * WB_CD_MR;
-        const Py_ssize_t rows = O - ob * WB_CD_MR < WB_CD_MR ? O - ob * WB_CD_MR : WB_CD_MR;
-        float *y = cx->y + (n * O + ob * WB_CD_MR) * OUT;
-        for (Py_ssize_t p0 = p_begin; p0 < p_end; p0 += WB_CD_NB) {
-            micro_tile(src + p0, cx->off, TAPS, w, cx->bias + ob * WB_CD_MR, tile);
-            const Py_ssize_t p1 = p0 + WB_CD_NB < p_end ? p0 + WB_CD_NB : p_end;
-            const int count = tile_runs(p0, p1, WQ, WO, runs);
-            for (Py_ssize_t r = 0; r < rows; r++)
-                for (int k = 0; k < count; k++)
-                    memcpy(y + r * OUT + runs[k][0], tile + r * WB_CD_NB + runs[k][1],
-                           sizeof(float) * (size_t)runs[k][2]);
-        }
+    const Py_ssize_t per_image = cx->units_per_image * cx->oblocks;
+    for (Py_ssize_t u = u0; u < u1; u++)
+        pixel_unit(cx, cx->prep + u / per_image * cx->image, u, buf);
+}
+
+/* Units: whole images, each prepared in the thread's buffer (an image, its slack, then a
+ * tile) just before its units of the pixel form run, so that it is read from cache. */
+static void compute_images(const void *vctx, int t, Py_ssize_t n0, Py_ssize_t n1, void *buf) {
+    (void)t;
+    const cd_ctx *cx = vctx;
+    const Py_ssize_t per_image = cx->units_per_image * cx->oblocks;
+    float *image = buf, *tile = image + cx->image + cx->slack;
+    memset(image + cx->image, 0, sizeof(float) * (size_t)cx->slack);
+    for (Py_ssize_t n = n0; n < n1; n++) {
+        prepare_channels(cx, n, 0, cx->c, image);
+        for (Py_ssize_t u = n * per_image; u < (n + 1) * per_image; u++)
+            pixel_unit(cx, image, u, tile);
     }
 }
 
@@ -230,34 +285,59 @@ static void compute_by_channels(const void *vctx, int t, Py_ssize_t u0, Py_ssize
  * tap that reads the first plane). */
 static void tap_offsets(const cd_ctx *cx, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t dh,
                         Py_ssize_t dw, Py_ssize_t taps, Py_ssize_t *off) {
-    const Py_ssize_t SH = cx->sh, SW = cx->sw;
+    const Py_ssize_t SH = cx->sh, SW = cx->sw, COLS = cx->cols;
     for (Py_ssize_t t = 0; t < taps; t++) {
         const Py_ssize_t ch = t / (kh * kw), i = t / kw % kh, j = t % kw;
-        const Py_ssize_t phase = (ch * SH + i * dh % SH) * SW + j * dw % SW;
-        off[t] = t < cx->taps ? phase * cx->plane + (i * dh / SH) * cx->wq + j * dw / SW : 0;
+        /* the column phase and shift: plane j, none (shifted planes); else j·d_w mod / div s_w */
+        const Py_ssize_t e = cx->shifted ? j : j * dw % SW, shift = cx->shifted ? 0 : j * dw / SW;
+        const Py_ssize_t plane = (ch * SH + i * dh % SH) * COLS + e;
+        off[t] = t < cx->taps ? plane * cx->plane + (i * dh / SH) * cx->wq + shift : 0;
     }
 }
 
-/* The weights as [oblock][tap][width] (rows past O zero), the bias padded to oblocks·width,
- * the taps' offsets; NULL when out of memory (free(result) releases all three). */
-static float *pack(const float *k, const float *bias, const cd_ctx *cx, Py_ssize_t kh,
-                   Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t width,
-                   float **packed_bias, Py_ssize_t **offsets) {
-    const Py_ssize_t taps = cx->taps, rows = cx->oblocks * width;
-    const size_t floats = (size_t)(rows * taps + rows);
-    char *mem = malloc(sizeof(float) * floats + sizeof(Py_ssize_t) * (size_t)taps);
-    if (!mem) return NULL;
-    float *packed = (float *)mem, *b = packed + rows * taps;
-    Py_ssize_t *off = (Py_ssize_t *)(b + rows);
-    for (Py_ssize_t o = 0; o < rows; o++) {
-        b[o] = bias && o < cx->o ? bias[o] : 0.0f;
-        float *dst = packed + (o / width) * taps * width + o % width;
-        for (Py_ssize_t t = 0; t < taps; t++) dst[t * width] = o < cx->o ? k[o * taps + t] : 0.0f;
+/* Packing of the weights k (O, taps) as [oblock][tap][width], rows past O zero. */
+typedef struct {
+    const float *k;
+    float *packed;
+    Py_ssize_t o, taps, width;
+} pack_ctx;
+
+/* Units: blocks of ``width`` output channels, tap by tap (the stores run contiguously). */
+static void pack_blocks(const void *vctx, int t, Py_ssize_t b0, Py_ssize_t b1, void *buf) {
+    (void)t, (void)buf;
+    const pack_ctx *px = vctx;
+    const Py_ssize_t O = px->o, TAPS = px->taps, WIDTH = px->width;
+    for (Py_ssize_t b = b0; b < b1; b++) {
+        float *dst = px->packed + b * TAPS * WIDTH;
+        const Py_ssize_t rows = O - b * WIDTH < WIDTH ? O - b * WIDTH : WIDTH;
+        const float *src = px->k + b * WIDTH * TAPS;
+        for (Py_ssize_t tap = 0; tap < TAPS; tap++, dst += WIDTH) {
+            Py_ssize_t r = 0;
+            for (; r < rows; r++) dst[r] = src[r * TAPS + tap];
+            for (; r < WIDTH; r++) dst[r] = 0.0f;
+        }
     }
+}
+
+/* The bias padded to oblocks·width, the taps' offsets and, for the channel form (``packs``),
+ * room for the packed weights (``pk`` says how to fill it: pack_blocks); NULL when out of
+ * memory (free(result) releases all three). */
+static float *pack(const float *k, const float *bias, const cd_ctx *cx, Py_ssize_t kh,
+                   Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t width, int packs,
+                   float **packed_bias, Py_ssize_t **offsets, pack_ctx *pk) {
+    const Py_ssize_t taps = cx->taps, rows = cx->oblocks * width;
+    const Py_ssize_t weights = packs ? rows * taps : 0;
+    char *mem = malloc(sizeof(float) * (size_t)(weights + rows) +
+                       sizeof(Py_ssize_t) * (size_t)taps);
+    if (!mem) return NULL;
+    float *b = (float *)mem + weights;
+    Py_ssize_t *off = (Py_ssize_t *)(b + rows);
+    for (Py_ssize_t o = 0; o < rows; o++) b[o] = bias && o < cx->o ? bias[o] : 0.0f;
     tap_offsets(cx, kh, kw, dh, dw, taps, off);
+    *pk = (pack_ctx){.k = k, .packed = (float *)mem, .o = cx->o, .taps = taps, .width = width};
     *packed_bias = b;
     *offsets = off;
-    return packed;
+    return (float *)mem;
 }
 
 /* The geometry of a call from its 15 size arguments (N, C, H, W, O, kh, kw, sh, sw, dh, dw,
@@ -271,10 +351,20 @@ static int geometry(PyObject *const *args, const char *what, cd_ctx *c, Py_ssize
     /* the grid covers every tap of every output: (Ho - 1)·s + (k - 1)·d + 1 rows / columns */
     c->hq = ((c->ho - 1) * c->sh + (v[5] - 1) * v[9] + c->sh) / c->sh;
     c->wq = ((c->wo - 1) * c->sw + (v[6] - 1) * v[10] + c->sw) / c->sw;
+    c->cols = c->sw, c->col_step = 1;
     c->plane = c->hq * c->wq;
     c->image = c->c * c->sh * c->sw * c->plane;
     c->taps = c->c * v[5] * v[6];
     return 0;
+}
+
+/* The column-shifted planes (see the top) in place of the phase planes of ``geometry``. */
+static void shift_columns(cd_ctx *c, Py_ssize_t kw, Py_ssize_t dw) {
+    c->shifted = 1;
+    c->cols = kw, c->col_step = dw;
+    c->wq = c->wo;
+    c->plane = c->hq * c->wq;
+    c->image = c->c * c->sh * kw * c->plane;
 }
 
 /* The N prepared images (phase planes) of cx->x, with ``slack`` zero floats after them, by
@@ -331,33 +421,57 @@ static PyObject *py_conv_direct(PyObject *self, PyObject *const *args, Py_ssize_
     }
     if (sizes_match("conv_direct", found, expected, 4) < 0) return NULL;
     c.x = (const float *)x, c.y = (float *)y;
-    c.pixels = c.ho * c.wq;
-    /* measured (AVX-512, 2 threads, batch 64): 16 -> 32 channels on 4² images (a grid of 24
+    /* measured (AVX-512, 2 threads, batch 64, 3×3): 16 -> 32 channels on 4² images (a grid of 24
      * pixels) in 0.53 of the pixel form's time, 32 -> 16 in 0.7; from 8² (80) the pixel form
      * is ahead */
-    const int by_channels = c.pixels < WB_CD_NB;
+    const int by_channels = c.ho * c.wq < WB_CD_NB;
+    /* measured (AVX-512, 3×3, one thread unless said): 0.72 of the phase planes' time at 8²
+     * (256 channels, batch 2), 0.92 at 16² and 0.94 at 32² (128, batch 2), 0.8 at 16² with 2
+     * threads; at 14² and 4² (32 and 64 channels, batch 64) 1.0-1.5×, at 160² (32) 1.6-2.6×,
+     * the copies' cost */
+    if (!by_channels && c.o * (c.wq - c.wo) >= WB_CD_SHIFT_GAIN * c.wq)
+        shift_columns(&c, kd[1], kd[3]);
+    c.pixels = c.ho * c.wq;
     const Py_ssize_t width = by_channels ? (c.o > WB_LANES ? WB_CC_WIDTH : WB_LANES) : WB_CD_MR;
     const Py_ssize_t tile = by_channels ? WB_CC_PX : WB_CD_UNIT;
     c.units_per_image = (c.pixels + tile - 1) / tile;
+    /* units of about equal size (a vector multiple), so that equal counts of them are equal
+     * work for the threads: 400 pixels as 144, 144, 112 rather than 192, 192, 16 */
+    c.run = (c.pixels + c.units_per_image - 1) / c.units_per_image;
+    c.run = (c.run + WB_LANES - 1) / WB_LANES * WB_LANES;
     c.oblocks = (c.o + width - 1) / width;
     float *packed_bias;
     Py_ssize_t *off;
+    pack_ctx pk;
     float *packed = pack((const float *)k, (const float *)bias, &c, kd[0], kd[1], kd[2], kd[3],
-                         width, &packed_bias, &off);
+                         width, by_channels, &packed_bias, &off, &pk);
     if (!packed) return PyErr_NoMemory();
-    c.packed = packed, c.bias = packed_bias, c.off = off;
+    c.k = (const float *)k, c.packed = packed, c.bias = packed_bias, c.off = off;
     /* a tile past the last pixel reads up to a tile and a row's taps beyond the last image */
-    const size_t slack = (size_t)(WB_CD_NB + (kd[1] - 1) * kd[3] + WB_LANES);
+    c.slack = WB_CD_NB + (kd[1] - 1) * kd[3] + WB_LANES;
     const int threads = wb_threads_for(c.n * c.o * c.ho * c.wo * c.taps, WB_CD_PAR);
+    /* Enough images for the threads: each prepares its own just before computing it (from
+     * cache); else all are prepared first and the units of all split between the threads.
+     * measured (AVX-512, 2 threads, batch 64, 3×3, best of 4): 0.75 of the time of preparing
+     * all first at 28² of 1 channel, 0.96-1.04 at 14² of 32 and 64 channels */
+    const int by_images = !by_channels && (threads == 1 || c.n >= 4 * threads);
     int rc = -1;
     Py_BEGIN_ALLOW_THREADS
-    float *prep = prepared_images(&c, slack, threads);
-    if (prep)
-        rc = wb_parallel_ranges(by_channels ? compute_by_channels : compute, &c,
-                                c.n * c.units_per_image * c.oblocks, threads,
-                                sizeof(float) * (by_channels ? WB_CC_PX * WB_CC_WIDTH
-                                                             : WB_CD_MR * WB_CD_NB));
-    free(prep);
+    if (by_images)
+        rc = wb_parallel_ranges(compute_images, &c, c.n, threads,
+                                sizeof(float) * (size_t)(c.image + c.slack +
+                                                         WB_CD_MR * WB_CD_NB));
+    else {
+        float *prep = prepared_images(&c, (size_t)c.slack, threads);
+        if (prep)
+            rc = by_channels ? wb_parallel_ranges(pack_blocks, &pk, c.oblocks, threads, 0) : 0;
+        if (rc == 0)
+            rc = wb_parallel_ranges(by_channels ? compute_by_channels : compute, &c,
+                                    c.n * c.units_per_image * c.oblocks, threads,
+                                    sizeof(float) * (by_channels ? WB_CC_PX * WB_CC_WIDTH
+                                                                 : WB_CD_MR * WB_CD_NB));
+        free(prep);
+    }
     Py_END_ALLOW_THREADS
     free(packed);
     if (rc < 0) return PyErr_NoMemory();
