@@ -293,6 +293,18 @@ def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tenso
     if x.ndim == 0:  # a scalar's only (virtual) dim: log exp x = x
         _norm_dims(dim, 1, "logsumexp")
         return x * 1.0
+    if x.dtype.is_floating_point and supports(x._storage, "logsumexp"):
+        # one fused op (the max, then Σ exp(x - max)); d lse / dx = exp(x - lse)
+        dims = _norm_dims(dim, x.ndim, "logsumexp")
+        storage = x._storage.logsumexp(x._layout, dims, keepdim)
+        out = new(storage, reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+        value = out.detach()  # not ``out``: see ``record``
+
+        def backward(g: Tensor):
+            lse = _keep(value, x, dims, keepdim)
+            return (_keep(g, x, dims, keepdim) * exp(x.detach() - lse),)
+
+        return record(out, "logsumexp", (x,), backward, saved=(x, value))
     m = amax(x, dim, keepdim=True).detach()
     m = m.masked_fill(m.isinf(), 0.0)
     out = log(sum(exp(x - m), dim, keepdim=True)) + m
