@@ -69,6 +69,7 @@ def _depthwise(backward: bool):
         ax, tx = wb.Var(a), tx.requires_grad_()
 
         def wb_step():
+            ax.grad = wa.grad = None  # as torch_step: no accumulation into the last step's
             return wb.conv2d(ax, wa, padding=1, groups=64).sum().backward()[wa]
 
         def torch_step():
