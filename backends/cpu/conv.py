@@ -14,8 +14,9 @@ product over a zero-padded copy of the input, with no column buffer
 (``kernels/cpu/core/conv_direct.c``, in the AVX2 and AVX-512 variants): on YOLOv8n's 3×3 layers
 of up to 80 channels it took 0.2–0.55 of the time of im2col and OpenBLAS, about the same at 128
 (2 threads, AVX-512 Xeon). A 1×1 convolution at stride 1 takes it only from up to 64 input
-channels (0.6 of one matmul and a bias pass there; even or slower beyond), and batches of at
-most 400 output pixels with 128 input channels or more take im2col (1.2–2.1× faster). A stride-1
+channels (0.6 of one matmul and a bias pass there; even or slower beyond), and on AVX2 batches
+of at most 400 output pixels with 128 input channels or more take im2col (1.05–1.6× faster;
+on AVX-512 the implicit product is 0.7–0.95 of im2col's time there). A stride-1
 transposed convolution (the input gradient) goes there through its flipped kernel, and the
 weight gradient of such a convolution has a kernel of its own over the same zero-padded copy
 (on the MNIST CNN's layers, batch 64: 0.2 and 0.75 of im2col and OpenBLAS's time). Grouped
