@@ -425,10 +425,10 @@ static PyObject *py_conv_direct(PyObject *self, PyObject *const *args, Py_ssize_
      * pixels) in 0.53 of the pixel form's time, 32 -> 16 in 0.7; from 8² (80) the pixel form
      * is ahead */
     const int by_channels = c.ho * c.wq < WB_CD_NB;
-    /* measured (AVX-512, 3×3, one thread unless said): 0.72 of the phase planes' time at 8²
-     * (256 channels, batch 2), 0.92 at 16² and 0.94 at 32² (128, batch 2), 0.8 at 16² with 2
-     * threads; at 14² and 4² (32 and 64 channels, batch 64) 1.0-1.5×, at 160² (32) 1.6-2.6×,
-     * the copies' cost */
+    /* measured (AVX-512, 3×3, one thread): 0.72 of the phase planes' time at 8² (256 channels,
+     * batch 2), 0.92 at 16² and 0.94 at 32² (128, batch 2); at 14² with 32 and 64 channels
+     * (batch 64) 1.0-1.5×, at 160² with 32 1.6-2.6×: the copies' cost (the rule keeps those,
+     * and the channel form's tiny grids, on the phase planes) */
     if (!by_channels && c.o * (c.wq - c.wo) >= WB_CD_SHIFT_GAIN * c.wq)
         shift_columns(&c, kd[1], kd[3]);
     c.pixels = c.ho * c.wq;
