@@ -69,7 +69,7 @@ def _depthwise(backward: bool):
         ax, tx = wb.Var(a), tx.requires_grad_()
 
         def wb_step():
-            ax.grad = wa.grad = None  # as torch_step: no accumulation into the last step's
+            ax.grad = wa.grad = None  # as torch_step does: no adding to last step's gradients
             return wb.conv2d(ax, wa, padding=1, groups=64).sum().backward()[wa]
 
         def torch_step():
