@@ -59,16 +59,17 @@ def _numpy_statistic(op: str, x: np.ndarray, dims: tuple[int, ...], keepdim: boo
 class ReduceOps:
     __slots__ = ()
 
-    def _native_reduce(self, op: str, layout, dims: tuple[int, ...], keepdim: bool):
-        """``op`` over ``dims`` by the native kernel into a new contiguous array (x's dtype,
-        i64 for argmax/argmin), or None where the numpy path computes it."""
+    def _native_reduce(self, op: str, layout, dims: tuple[int, ...], keepdim: bool, param=0.0):
+        """``op`` (a reduction or fused statistic, ``param`` its parameter) over ``dims`` by the
+        native kernel into a new contiguous array (x's dtype, i64 for argmax/argmin), or None
+        where the numpy path computes it."""
         code = _NATIVE_REDUCE.get(op)
         a = self.array
         if code is None or type(a) is not _ARRAY or a.dtype.char not in _NATIVE_FLOATS:
             return None
         dtype = _I64 if op in ("argmax", "argmin") else a.dtype
         out = np.empty(reduced_shape(layout.shape, dims, keepdim), dtype)
-        NATIVE.reduce(code, a, layout.offset, layout.shape, layout.strides, dims, out, 0.0)
+        NATIVE.reduce(code, a, layout.offset, layout.shape, layout.strides, dims, out, param)
         return type(self)(out)
 
     def reduce(self, op: str, layout, dims: tuple[int, ...], keepdim: bool, dtype: str):
@@ -116,13 +117,11 @@ class ReduceOps:
         return self._statistic("norm", layout, dims, keepdim, p)
 
     def _statistic(self, op: str, layout, dims, keepdim: bool, param: float):
-        a = self.array
         dims = tuple(dims)
-        code = _NATIVE_REDUCE.get(op)
-        if code is not None and type(a) is _ARRAY and a.dtype.char in _NATIVE_FLOATS:
-            out = np.empty(reduced_shape(layout.shape, dims, keepdim), a.dtype)
-            NATIVE.reduce(code, a, layout.offset, layout.shape, layout.strides, dims, out, param)
-            return type(self)(out)
+        native = self._native_reduce(op, layout, dims, keepdim, param)
+        if native is not None:
+            return native
+        a = self.array
         x = view(a, layout)
         if a.dtype.char in "eE":  # f16, bf16: computed in f32
             x = x.astype(F32)

@@ -60,6 +60,13 @@ def _reduce(name: str, x: Tensor, dims, keepdim: bool, dtype: dt.DType) -> Tenso
     return new(storage, reduced_shape(shape, dims, keepdim), dtype, x.device)
 
 
+def _fused(method: str, x: Tensor, dims: tuple[int, ...], keepdim: bool, *params) -> Tensor:
+    """The storage's fused statistic ``method`` (mean, var, logsumexp) of x over normalised
+    ``dims``, in x's dtype; no gradient recorded."""
+    storage = getattr(x._storage, method)(x._layout, dims, keepdim, *params)
+    return new(storage, reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+
+
 def _keep(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
     """Reshape a reduced gradient so it broadcasts against ``x``."""
     if keepdim:
@@ -98,8 +105,7 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -
     count = math.prod(x.shape[d] for d in dims)
     scale = 1.0 / count if count else math.nan
     if x.ndim and supports(x._storage, "mean"):  # one fused pass and one op: Σ x / N
-        storage = x._storage.mean(x._layout, dims, keepdim)
-        out = new(storage, reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+        out = _fused("mean", x, dims, keepdim)
         return record(
             out, "mean", (x,), lambda g: (_keep(g, x, dims, keepdim).expand(x.shape) * scale,)
         )
@@ -266,8 +272,7 @@ def var(x: Tensor, dim=None, keepdim: bool = False, correction: int = 1, *,
     if x.ndim and x.dtype.is_floating_point and supports(x._storage, "var"):
         # one fused pass (halves accumulate in f32, so their squares cannot overflow);
         # d var / dx = 2 (x - mean) / (N - correction)
-        storage = x._storage.var(x._layout, dims, keepdim, float(correction))
-        out = new(storage, reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+        out = _fused("var", x, dims, keepdim, float(correction))
 
         def backward(g: Tensor):
             centered = x.detach() - mean(x.detach(), dims, keepdim=True)
@@ -296,8 +301,7 @@ def logsumexp(x: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tenso
     if x.dtype.is_floating_point and supports(x._storage, "logsumexp"):
         # one fused op (the max, then Σ exp(x - max)); d lse / dx = exp(x - lse)
         dims = _norm_dims(dim, x.ndim, "logsumexp")
-        storage = x._storage.logsumexp(x._layout, dims, keepdim)
-        out = new(storage, reduced_shape(x.shape, dims, keepdim), x.dtype, x.device)
+        out = _fused("logsumexp", x, dims, keepdim)
         value = out.detach()  # not ``out``: see ``record``
 
         def backward(g: Tensor):
