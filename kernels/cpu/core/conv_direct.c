@@ -322,9 +322,9 @@ static void pack_blocks(const void *vctx, int t, Py_ssize_t b0, Py_ssize_t b1, v
 /* The bias padded to oblocks·width, the taps' offsets and, for the channel form (``packs``),
  * room for the packed weights (``pk`` says how to fill it: pack_blocks); NULL when out of
  * memory (free(result) releases all three). */
-static float *pack(const float *k, const float *bias, const cd_ctx *cx, Py_ssize_t kh,
-                   Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t width, int packs,
-                   float **packed_bias, Py_ssize_t **offsets, pack_ctx *pk) {
+static float *call_arrays(const float *k, const float *bias, const cd_ctx *cx, Py_ssize_t kh,
+                          Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t width,
+                          int packs, float **packed_bias, Py_ssize_t **offsets, pack_ctx *pk) {
     const Py_ssize_t taps = cx->taps, rows = cx->oblocks * width;
     const Py_ssize_t weights = packs ? rows * taps : 0;
     char *mem = malloc(sizeof(float) * (size_t)(weights + rows) +
@@ -334,7 +334,8 @@ static float *pack(const float *k, const float *bias, const cd_ctx *cx, Py_ssize
     Py_ssize_t *off = (Py_ssize_t *)(b + rows);
     for (Py_ssize_t o = 0; o < rows; o++) b[o] = bias && o < cx->o ? bias[o] : 0.0f;
     tap_offsets(cx, kh, kw, dh, dw, taps, off);
-    *pk = (pack_ctx){.k = k, .packed = (float *)mem, .o = cx->o, .taps = taps, .width = width};
+    *pk = (pack_ctx){.k = k, .packed = packs ? (float *)mem : NULL, .o = cx->o, .taps = taps,
+                     .width = width};
     *packed_bias = b;
     *offsets = off;
     return (float *)mem;
@@ -367,8 +368,8 @@ static void shift_columns(cd_ctx *c, Py_ssize_t kw, Py_ssize_t dw) {
     c->image = c->c * c->sh * kw * c->plane;
 }
 
-/* The N prepared images (phase planes) of cx->x, with ``slack`` zero floats after them, by
- * ``threads`` threads; NULL when out of memory. Call without the GIL. */
+/* The N prepared images (phase or column-shifted planes) of cx->x, with ``slack`` zero floats
+ * after them, by ``threads`` threads; NULL when out of memory. Call without the GIL. */
 static float *prepared_images(cd_ctx *cx, size_t slack, int threads) {
     float *prep = malloc(sizeof(float) * ((size_t)(cx->n * cx->image) + slack));
     if (!prep) return NULL;
@@ -443,10 +444,10 @@ static PyObject *py_conv_direct(PyObject *self, PyObject *const *args, Py_ssize_
     float *packed_bias;
     Py_ssize_t *off;
     pack_ctx pk;
-    float *packed = pack((const float *)k, (const float *)bias, &c, kd[0], kd[1], kd[2], kd[3],
-                         width, by_channels, &packed_bias, &off, &pk);
-    if (!packed) return PyErr_NoMemory();
-    c.k = (const float *)k, c.packed = packed, c.bias = packed_bias, c.off = off;
+    float *arrays = call_arrays((const float *)k, (const float *)bias, &c, kd[0], kd[1], kd[2],
+                                kd[3], width, by_channels, &packed_bias, &off, &pk);
+    if (!arrays) return PyErr_NoMemory();
+    c.k = (const float *)k, c.packed = pk.packed, c.bias = packed_bias, c.off = off;
     /* a tile past the last pixel reads up to a tile and a row's taps beyond the last image */
     c.slack = WB_CD_NB + (kd[1] - 1) * kd[3] + WB_LANES;
     const int threads = wb_threads_for(c.n * c.o * c.ho * c.wo * c.taps, WB_CD_PAR);
@@ -473,7 +474,7 @@ static PyObject *py_conv_direct(PyObject *self, PyObject *const *args, Py_ssize_
         free(prep);
     }
     Py_END_ALLOW_THREADS
-    free(packed);
+    free(arrays);
     if (rc < 0) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
