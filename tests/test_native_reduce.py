@@ -396,6 +396,43 @@ def test_row_statistics_around_the_lane_blocks(dtype, n):
         assert_close_to_f64(got, v.sum(axis=2), np.abs(v).sum(axis=2), dtype)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("n", [7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 255, 256, 257])
+@pytest.mark.parametrize("rows, nthreads", [(1, 1), (8, 1), (11, 1), (23, 2), (1027, 2)])
+def test_short_lines_eight_at_a_time(dtype, n, rows, nthreads):
+    """Many short contiguous rows, one per output (reduce_impl.h's short lines: eight rows'
+    lanes meet at once, 8 f64 / 16 f32 lanes to a vector): row counts on either side of a group
+    of eight, lengths around the vectors, the 4-vector blocks and WB_SHORT_LINE (256), a large
+    value, a NaN and an infinity in rows of their own; on two threads past the threading
+    threshold. Extrema must equal numpy's, sums and statistics float64's."""
+    old = threads.get_num_threads()
+    threads.set_num_threads(nthreads)
+    try:
+        rng = np.random.default_rng(n * 1000 + rows)
+        x = rng.standard_normal((rows, n)).astype(DTYPES[dtype])
+        x[rows // 2, n - 1] = 30.0  # in the last vector's freshly read lanes
+        x[rows - 1, 0] = -30.0
+        if rows >= 8:
+            x[5, n // 3] = np.nan
+            x[7, n // 2] = np.inf
+        s, layout = operand(x, x)
+        v = x.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            for op, ref in (("max", x.max(axis=1)), ("min", x.min(axis=1))):
+                np.testing.assert_array_equal(s.reduce(op, layout, (1,), False, dtype).array, ref)
+            got = result(s.reduce("sum", layout, (1,), False, dtype), (rows,))
+            assert_close_to_f64(got, v.sum(axis=1), np.nan_to_num(np.abs(v).sum(axis=1)), dtype)
+            finite = np.isfinite(v).all(axis=1)
+            for op, param in (("var", 1.0), ("norm", 2.0), ("norm", 1.0), ("norm", np.inf)):
+                ref = np.asarray(statistic_reference(op, v, (1,), False, param))
+                got = result(statistic(s, op, layout, (1,), False, param), (rows,))
+                np.testing.assert_allclose(got[finite], ref[finite], rtol=RTOL[dtype],
+                                           err_msg=f"{op} {param}")  # fmt: skip
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=op)
+    finally:
+        threads.set_num_threads(old)
+
+
 TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -472,7 +509,7 @@ def test_integer_sums_stay_on_numpy(native):
     assert wb.tensor(np.ones(5, np.bool_)).sum().item() == 5
 
 
-SPLIT_CASES = [  # (shape, dims): short contiguous lines, many per output (reduce.c's split)
+SPLIT_CASES = [  # (shape, dims): short contiguous lines, many per output (split, or in lanes)
     ((64, 16, 8, 8), (0, 2, 3)),  # a bias gradient: lines of 64, 64 per output
     ((64, 32, 4, 4), (0, 2, 3)),
     ((33, 5, 3, 3), (0, 2, 3)),  # 45 widened outputs: no whole vector
@@ -481,16 +518,25 @@ SPLIT_CASES = [  # (shape, dims): short contiguous lines, many per output (reduc
     ((16, 64, 8, 8), (0, 2, 3)),  # n = 4 x lines: the bound
     ((15, 64, 8, 8), (0, 2, 3)),  # one line fewer: rows
     ((200, 3, 2, 5), (0, 3)),  # lines of 5 over two kept dims
+    # lines in lanes (f32 and f64 lines of a vector or more, rows form): f32 lanes go into f64
+    # before a lane sums more than 1024 / 64 elements
+    ((7, 6, 28, 28), (0, 2, 3)),  # 784: into f64 after every line
+    ((20, 9, 100), (0, 2)),  # 100: after every 10 lines
+    ((3, 5, 33, 31), (0, 2, 3)),  # 1023: a tail of 15 f32 / 7 f64
+    ((4, 3, 32, 32), (0, 2, 3)),  # 1024: the longest line in lanes
+    ((4, 3, 1025), (0, 2)),  # 1025: per line again
 ]
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("nthreads", [1, 2])
 @pytest.mark.parametrize(("shape", "dims"), SPLIT_CASES)
-def test_split_rows_of_short_lines(shape, dims, nthreads, dtype):
-    """Rows of short lines run as columns over the widened outputs, then each output's line:
-    sums (their maps with vector tiles and without), extrema and products, on a contiguous
-    tensor and on a view whose kept dim does not merge with its lines (every other channel)."""
+def test_rows_of_many_lines_per_output(shape, dims, nthreads, dtype):
+    """Outputs of many lines each: split (short lines as columns over the widened outputs,
+    then each output's line) or in lanes (f32/f64 lines of a vector or more, several lines
+    into one set of lanes). Sums (their maps with vector tiles and without), extrema and
+    products, on a contiguous tensor and on a view whose kept dim does not merge with its
+    lines (every other channel)."""
     rng = np.random.default_rng(len(shape) * 100 + shape[0])
     wide = shape[:1] + (2 * shape[1],) + shape[2:]
     held = (rng.standard_normal(wide) + 0.25).astype(DTYPES[dtype])

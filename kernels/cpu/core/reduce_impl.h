@@ -4,6 +4,8 @@
  * Two ways through the elements, picked by the layout (see reduce.c):
  *   rows:    each output reduces lines of its own (a line: the innermost reduced dim, read a
  *            chunk at a time, contiguous or gathered), lanes of partial results per chunk;
+ *            short contiguous lines in the compute type: eight outputs at a time, each
+ *            output's lines into one set of lanes (lines in lanes);
  *   columns: each output is a column: rows of up to pl->width contiguous outputs are read for each
  *            reduced index and accumulated elementwise. */
 
@@ -131,6 +133,137 @@ WB_LANE_EXT(min_id, v, v, <, __builtin_inf())
 WB_LANE_EXT(max_abs, WB_FABS(v), WB_VEC_ABS(v), >, -__builtin_inf())
 WB_LANE_EXT(min_abs, WB_FABS(v), WB_VEC_ABS(v), <, __builtin_inf())
 #undef WB_LANE_EXT
+
+/* How far ahead (bytes) the sums of an output's contiguous lines in place prefetch. Short
+ * lines apart (a bias gradient's image planes): the next line, not past their own line's end
+ * (another channel's plane): a sum over dims 0, 2, 3 of 64 x 32 x 28 x 28 took 0.8 of the
+ * time on the EPYC. */
+static Py_ssize_t WB_SFX(lines_ahead)(const red_plan *pl) {
+    const Py_ssize_t n = pl->rshape[pl->nr - 1];
+    return pl->nr >= 2 && n * (Py_ssize_t)sizeof(WB_T) < WB_PREFETCH_AHEAD
+               ? pl->rstride[pl->nr - 2] * (Py_ssize_t)sizeof(WB_T)
+               : WB_PREFETCH_AHEAD;
+}
+
+/* ---- rows: lines in lanes, eight outputs at a time ----------------------------------------- */
+/* Contiguous lines of WB_L..WB_FLUSH elements in place, an output reducing one or several
+ * (x.sum(-1) of a (262144, 64) matrix; a bias gradient's planes of 28 x 28). Line by line,
+ * the per-output path's setup (the pass's dispatch, the lane sums' tail and halvings, a
+ * compensated addition per line and a store per output) cost ~100 cycles a line of 64 f32,
+ * twice the reading, on the EPYC. Here the lines of an output add into 4 vectors of WB_L
+ * lanes (a lane sums x[j], x[j + 4 WB_L], ... in the compute type, as sum_id's do), single
+ * vectors into the first, and each line's last n mod WB_L elements from the vector that ends
+ * at its end (for sums with its lanes already read masked off; an extremum reading an element
+ * twice is unchanged). Before a lane would sum more than WB_FLUSH / (4 WB_L) elements, the 4
+ * vectors meet pairwise in the compute type (an f32 lane's sum is then rounded at most 17
+ * times) and their lanes go into 8 f64 lanes; eight outputs' f64 lanes meet at once
+ * (lanes_meet). (n >= WB_L.) */
+typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), aligned(sizeof(WB_T))));
+#define WB_INTO_SUM(acc, e) ((acc) += (e))
+#define WB_INTO_MAX(acc, e) WB_VEC_PICK(acc, e, >)
+#define WB_INTO_MIN(acc, e) WB_VEC_PICK(acc, e, <)
+#define WB_LINES_FN(name, VEXPR, KIND, INTO)                                                   \
+    static inline __attribute__((always_inline)) void WB_SFX(line_into_##name)(               \
+        const WB_T *restrict x, Py_ssize_t n, WB_SFX(line_vec) cv, WB_SFX(line_bits) fresh,   \
+        Py_ssize_t ahead, WB_SFX(line_vec) *acc) {                                            \
+        const Py_ssize_t whole = n - n % (4 * WB_L), vecs = n - n % WB_L;                     \
+        WB_SFX(line_vec) v, e;                                                                \
+        Py_ssize_t i = 0;                                                                     \
+        (void)cv, (void)fresh;                                                                \
+        for (; i < whole; i += 4 * WB_L) {                                                    \
+            prefetch_at(x + i, 4 * WB_L * sizeof(WB_T), ahead);                               \
+            for (int k = 0; k < 4; k++) {                                                     \
+                v = *(const WB_SFX(line_vec) *)(x + i + k * WB_L);                            \
+                e = (VEXPR);                                                                  \
+                INTO(acc[k], e);                                                              \
+            }                                                                                 \
+        }                                                                                     \
+        for (; i < vecs; i += WB_L) {                                                         \
+            v = *(const WB_SFX(line_vec) *)(x + i);                                           \
+            e = (VEXPR);                                                                      \
+            INTO(acc[0], e);                                                                  \
+        }                                                                                     \
+        if (vecs < n) {                                                                       \
+            v = *(const WB_SFX(line_vec) *)(x + n - WB_L);                                    \
+            e = (VEXPR);                                                                      \
+            if ((KIND) == A_SUM) e = (WB_SFX(line_vec))((WB_SFX(line_bits))e & fresh);        \
+            INTO(acc[1], e);                                                                  \
+        }                                                                                     \
+    }                                                                                         \
+    static void WB_SFX(lines_##name)(const red_pass *ps, const WB_T *x, Py_ssize_t n,          \
+                                     Py_ssize_t o0, Py_ssize_t o1, wb_odometer *outs) {        \
+        const red_plan *pl = ps->pl;                                                          \
+        const Py_ssize_t per = pl->nred / n, ahead = WB_SFX(lines_ahead)(pl);                 \
+        const WB_T start = (KIND) == A_SUM ? 0 : (KIND) == A_MAX ? -__builtin_inf()            \
+                                                                : __builtin_inf();            \
+        WB_SFX(line_bits) fresh; /* the tail vector's lanes not read before */                \
+        for (int j = 0; j < WB_L; j++) fresh[j] = j >= WB_L - n % WB_L ? -1 : 0;               \
+        for (Py_ssize_t o = o0; o < o1; o += 8) {                                             \
+            const int group = o1 - o < 8 ? (int)(o1 - o) : 8;                                 \
+            wb_f64x8 lanes[8];                                                                \
+            for (int r = 0; r < group; r++, odometer_next(outs)) {                            \
+                const WB_SFX(line_vec) cv =                                                   \
+                    (WB_SFX(line_vec)){0} + (WB_T)(ps->center ? ps->center[o + r] : 0);       \
+                WB_SFX(line_vec) acc[4];                                                      \
+                for (int k = 0; k < 4; k++) acc[k] = (WB_SFX(line_vec)){0} + start;           \
+                int flushed = 0;                                                              \
+                if (per == 1) {                                                               \
+                    WB_SFX(line_into_##name)(x + outs->off, n, cv, fresh, 0, acc);            \
+                } else {                                                                      \
+                    wb_odometer lines;                                                        \
+                    odometer_seek(&lines, pl->nr - 1, pl->rshape, pl->rstride, 0);            \
+                    Py_ssize_t since = 0; /* elements in the lanes since they went into f64 */\
+                    for (Py_ssize_t l = 0; l < per; l++, odometer_next(&lines)) {             \
+                        if ((KIND) == A_SUM && since + n > WB_FLUSH) {                        \
+                            WB_SFX(lanes_into)(&lanes[r], acc, KIND, flushed);                \
+                            for (int k = 0; k < 4; k++) acc[k] = (WB_SFX(line_vec)){0};       \
+                            since = 0, flushed = 1;                                           \
+                        }                                                                     \
+                        WB_SFX(line_into_##name)(x + outs->off + lines.off, n, cv, fresh,     \
+                                                 ahead, acc);                                 \
+                        since += n;                                                           \
+                    }                                                                         \
+                }                                                                             \
+                WB_SFX(lanes_into)(&lanes[r], acc, KIND, flushed);                            \
+            }                                                                                 \
+            for (int r = group; r < 8; r++) lanes[r] = (wb_f64x8){0}; /* (results unused) */  \
+            const wb_f64x8 result = lanes_meet(lanes, KIND);                                  \
+            for (int r = 0; r < group; r++) ps->val[o + r] = result[r];                       \
+        }                                                                                     \
+    }
+
+/* The 4 lane vectors of an output, met in the compute type, into its 8 f64 lanes (added to
+ * them where ``more``: not the first time). */
+static inline __attribute__((always_inline)) void WB_SFX(lanes_into)(
+    wb_f64x8 *wide, WB_SFX(line_vec) *acc, red_acc kind, int more) {
+    if (kind == A_SUM) {
+        acc[0] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    } else {
+        for (int k = 1; k < 4; k++) {
+            if (kind == A_MAX) WB_VEC_PICK(acc[0], acc[k], >);
+            else WB_VEC_PICK(acc[0], acc[k], <);
+        }
+    }
+    WB_SFX(oct_vec) octs[WB_L / 8];
+    memcpy(octs, &acc[0], sizeof(octs));
+    wb_f64x8 w = __builtin_convertvector(octs[0], wb_f64x8);
+    for (int h = 1; h < WB_L / 8; h++)
+        w = lanes_combine(w, __builtin_convertvector(octs[h], wb_f64x8), kind);
+    *wide = more ? lanes_combine(*wide, w, kind) : w;
+}
+WB_LINES_FN(sum_id, v, A_SUM, WB_INTO_SUM)
+WB_LINES_FN(sum_abs, WB_VEC_ABS(v), A_SUM, WB_INTO_SUM)
+WB_LINES_FN(sum_sq, v * v, A_SUM, WB_INTO_SUM)
+WB_LINES_FN(sum_sqdev, (v - cv) * (v - cv), A_SUM, WB_INTO_SUM)
+WB_LINES_FN(max_id, v, A_MAX, WB_INTO_MAX)
+WB_LINES_FN(max_abs, WB_VEC_ABS(v), A_MAX, WB_INTO_MAX)
+WB_LINES_FN(min_id, v, A_MIN, WB_INTO_MIN)
+WB_LINES_FN(min_abs, WB_VEC_ABS(v), A_MIN, WB_INTO_MIN)
+#undef WB_LINES_FN
+#undef WB_INTO_SUM
+#undef WB_INTO_MAX
+#undef WB_INTO_MIN
+
 #undef WB_VEC_PICK
 #undef WB_VEC_ABS
 #undef WB_EXT_V
@@ -244,13 +377,7 @@ static void WB_SFX(rows_units)(const red_pass *ps, Py_ssize_t o, Py_ssize_t base
     const Py_ssize_t n = pl->rshape[pl->nr - 1], s = pl->rstride[pl->nr - 1];
     const Py_ssize_t piece = WB_SFX(piece)(pl), cpl = (n + piece - 1) / piece;
     const WB_T c = ps->center ? (WB_T)ps->center[o] : 0;
-    /* Short lines apart (a bias gradient's image planes): the sums prefetch the next line,
-     * not past their own line's end (another channel's plane): a sum over dims 0, 2, 3 of
-     * 64 x 32 x 28 x 28 took 0.8 of the time on the EPYC. */
-    const Py_ssize_t ahead = piece == WB_PIECE && pl->nr >= 2 &&
-                                     n * (Py_ssize_t)sizeof(WB_T) < WB_PREFETCH_AHEAD
-                                 ? pl->rstride[pl->nr - 2] * (Py_ssize_t)sizeof(WB_T)
-                                 : WB_PREFETCH_AHEAD;
+    const Py_ssize_t ahead = piece == WB_PIECE ? WB_SFX(lines_ahead)(pl) : WB_PREFETCH_AHEAD;
     if (u0 >= u1) return;
     wb_odometer lines;
     Py_ssize_t line = u0 / cpl;
@@ -267,6 +394,32 @@ static void WB_SFX(rows_units)(const red_pass *ps, Py_ssize_t o, Py_ssize_t base
     }
 }
 
+/* Outputs [o0, o1) of lines at x + outs' offsets (and their lines' offsets). */
+typedef void (*WB_SFX(lines_fn))(const red_pass *ps, const WB_T *x, Py_ssize_t n,
+                                  Py_ssize_t o0, Py_ssize_t o1, wb_odometer *outs);
+
+/* The lanes kernel of a pass, or NULL where it has none (exp, pow, products, args) or its
+ * lines are not contiguous lines of WB_L..WB_FLUSH elements in the compute type. */
+static WB_SFX(lines_fn) WB_SFX(lines_kernel)(const red_pass *ps) {
+    const red_plan *pl = ps->pl;
+    const Py_ssize_t n = pl->rshape[pl->nr - 1];
+    if (pl->rstride[pl->nr - 1] != 1 || !WB_SFX(in_compute_type)(pl) || n < WB_L || n > WB_FLUSH)
+        return NULL;
+    const int abs = ps->map == M_ABS;
+    switch (ps->acc) {
+    case A_SUM:
+        switch (ps->map) {
+        case M_ID: return WB_SFX(lines_sum_id);
+        case M_ABS: return WB_SFX(lines_sum_abs);
+        case M_SQ: return WB_SFX(lines_sum_sq);
+        case M_SQDEV: return WB_SFX(lines_sum_sqdev);
+        default: return NULL;
+        }
+    case A_MAX: return abs ? WB_SFX(lines_max_abs) : WB_SFX(lines_max_id);
+    case A_MIN: return abs ? WB_SFX(lines_min_abs) : WB_SFX(lines_min_id);
+    default: return NULL;
+    }
+}
 /* Outputs [o0, o1), each reduced whole. */
 static void WB_SFX(rows_outputs)(const red_pass *ps, Py_ssize_t o0, Py_ssize_t o1, WB_T *buf) {
     const red_plan *pl = ps->pl;
@@ -275,6 +428,11 @@ static void WB_SFX(rows_outputs)(const red_pass *ps, Py_ssize_t o0, Py_ssize_t o
     if (o0 >= o1) return;
     wb_odometer outs;
     odometer_seek(&outs, pl->nk, pl->kshape, pl->kstride, o0);
+    const WB_SFX(lines_fn) lanes = WB_SFX(lines_kernel)(ps);
+    if (lanes) {
+        lanes(ps, (const WB_T *)pl->data + pl->offset, n, o0, o1, &outs);
+        return;
+    }
     if (pl->nr == 1 && units == 1 && piece == WB_PIECE) {
         /* One contiguous line in place per output (x.sum(-1)): no units' walk, whose setup
          * cost rows of 64 f32 ~2/3 of their time on the EPYC, and no software prefetch (the
