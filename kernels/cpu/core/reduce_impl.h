@@ -151,13 +151,14 @@ static Py_ssize_t WB_SFX(lines_ahead)(const red_plan *pl) {
  * the per-output path's setup (the pass's dispatch, the lane sums' tail and halvings, a
  * compensated addition per line and a store per output) cost ~100 cycles a line of 64 f32,
  * twice the reading, on the EPYC. Here the lines of an output add into 4 vectors of WB_L
- * lanes (a lane sums x[j], x[j + 4 WB_L], ... in the compute type, as sum_id's do), single
- * vectors into the first, and each line's last n mod WB_L elements from the vector that ends
- * at its end (for sums with its lanes already read masked off; an extremum reading an element
- * twice is unchanged). Before a lane would sum more than WB_FLUSH / (4 WB_L) elements, the 4
- * vectors meet pairwise in the compute type (an f32 lane's sum is then rounded at most 17
- * times) and their lanes go into 8 f64 lanes; eight outputs' f64 lanes meet at once
- * (lanes_meet). (n >= WB_L.) */
+ * lanes (a lane sums x[j], x[j + 4 WB_L], ... in the compute type, as sum_id's do), the last
+ * single vectors into the next ones, and each line's last n mod WB_L elements from the
+ * vector that ends at its end into the fourth (for sums with its lanes already read masked
+ * off; an extremum reading an element twice is unchanged): a lane takes at most
+ * ceil(n / (4 WB_L)) elements of a line. Before a lane would sum more than WB_FLUSH / (4 WB_L)
+ * elements (16 f32), the 4 vectors meet pairwise in the compute type (an f32 lane's sum is
+ * then rounded at most 17 times) and their lanes go into 8 f64 lanes; eight outputs' f64
+ * lanes meet at once (lanes_meet). (n >= WB_L.) */
 typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), aligned(sizeof(WB_T))));
 #define WB_INTO_SUM(acc, e) ((acc) += (e))
 #define WB_INTO_MAX(acc, e) WB_VEC_PICK(acc, e, >)
@@ -168,9 +169,8 @@ typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), align
         Py_ssize_t ahead, WB_SFX(line_vec) *acc) {                                            \
         const Py_ssize_t whole = n - n % (4 * WB_L), vecs = n - n % WB_L;                     \
         WB_SFX(line_vec) v, e;                                                                \
-        Py_ssize_t i = 0;                                                                     \
         (void)cv, (void)fresh;                                                                \
-        for (; i < whole; i += 4 * WB_L) {                                                    \
+        for (Py_ssize_t i = 0; i < whole; i += 4 * WB_L) {                                    \
             prefetch_at(x + i, 4 * WB_L * sizeof(WB_T), ahead);                               \
             for (int k = 0; k < 4; k++) {                                                     \
                 v = *(const WB_SFX(line_vec) *)(x + i + k * WB_L);                            \
@@ -178,22 +178,25 @@ typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), align
                 INTO(acc[k], e);                                                              \
             }                                                                                 \
         }                                                                                     \
-        for (; i < vecs; i += WB_L) {                                                         \
-            v = *(const WB_SFX(line_vec) *)(x + i);                                           \
-            e = (VEXPR);                                                                      \
-            INTO(acc[0], e);                                                                  \
-        }                                                                                     \
+        for (int k = 0; k < 3; k++) /* (constant indices: the lanes stay in registers) */    \
+            if (whole + k * WB_L < vecs) {                                                    \
+                v = *(const WB_SFX(line_vec) *)(x + whole + k * WB_L);                        \
+                e = (VEXPR);                                                                  \
+                INTO(acc[k], e);                                                              \
+            }                                                                                 \
         if (vecs < n) {                                                                       \
             v = *(const WB_SFX(line_vec) *)(x + n - WB_L);                                    \
             e = (VEXPR);                                                                      \
             if ((KIND) == A_SUM) e = (WB_SFX(line_vec))((WB_SFX(line_bits))e & fresh);        \
-            INTO(acc[1], e);                                                                  \
+            INTO(acc[3], e);                                                                  \
         }                                                                                     \
     }                                                                                         \
     static void WB_SFX(lines_##name)(const red_pass *ps, const WB_T *x, Py_ssize_t n,          \
                                      Py_ssize_t o0, Py_ssize_t o1, wb_odometer *outs) {        \
         const red_plan *pl = ps->pl;                                                          \
         const Py_ssize_t per = pl->nred / n, ahead = WB_SFX(lines_ahead)(pl);                 \
+        const Py_ssize_t blocks = (n + 4 * WB_L - 1) / (4 * WB_L); /* a lane's per line */    \
+        const Py_ssize_t window = WB_FLUSH / (4 * WB_L) / blocks; /* lines (n <= WB_FLUSH) */  \
         const WB_T start = (KIND) == A_SUM ? 0 : (KIND) == A_MAX ? -__builtin_inf()            \
                                                                 : __builtin_inf();            \
         WB_SFX(line_bits) fresh; /* the tail vector's lanes not read before */                \
@@ -212,16 +215,16 @@ typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), align
                 } else {                                                                      \
                     wb_odometer lines;                                                        \
                     odometer_seek(&lines, pl->nr - 1, pl->rshape, pl->rstride, 0);            \
-                    Py_ssize_t since = 0; /* elements in the lanes since they went into f64 */\
+                    Py_ssize_t since = 0; /* lines in the lanes since they went into f64 */   \
                     for (Py_ssize_t l = 0; l < per; l++, odometer_next(&lines)) {             \
-                        if ((KIND) == A_SUM && since + n > WB_FLUSH) {                        \
+                        if ((KIND) == A_SUM && since == window) {                             \
                             WB_SFX(lanes_into)(&lanes[r], acc, KIND, flushed);                \
                             for (int k = 0; k < 4; k++) acc[k] = (WB_SFX(line_vec)){0};       \
                             since = 0, flushed = 1;                                           \
                         }                                                                     \
                         WB_SFX(line_into_##name)(x + outs->off + lines.off, n, cv, fresh,     \
                                                  ahead, acc);                                 \
-                        since += n;                                                           \
+                        since++;                                                              \
                     }                                                                         \
                 }                                                                             \
                 WB_SFX(lanes_into)(&lanes[r], acc, KIND, flushed);                            \
