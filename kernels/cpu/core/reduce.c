@@ -5,8 +5,9 @@
  *
  * Accuracy: f32, f16 and bf16 are computed in f32 registers (as PyTorch's CPU kernels), f64 in
  * f64. Sums are blocked: 64 lanes of partial sums over blocks of 1024 elements (columns: blocks
- * of 64 rows), the blocks' sums added in f64 (pieces of a line: with Neumaier's compensation),
- * so an f32 sum of n elements has an error of about 16-64 ulp at most instead of n. var is two-pass (the mean,
+ * of 64 rows), the blocks' sums added in f64 (pieces of a line: with Neumaier's compensation;
+ * lines in lanes: plain f64 lanes, one addition per 16 f32 a lane has summed), so an f32 sum of
+ * n elements has an error of about 16-64 ulp at most instead of n. var is two-pass (the mean,
  * then the squared deviations from it), logsumexp is max + log sum exp(x - max), cumsum
  * accumulates in f64 (as PyTorch's CPU cumsum does for f32). Results are rounded once.
  *

@@ -437,8 +437,9 @@ static void WB_SFX(rows_outputs)(const red_pass *ps, Py_ssize_t o0, Py_ssize_t o
         return;
     }
     if (pl->nr == 1 && units == 1 && piece == WB_PIECE) {
-        /* One contiguous line in place per output (x.sum(-1)): no units' walk, whose setup
-         * cost rows of 64 f32 ~2/3 of their time on the EPYC, and no software prefetch (the
+        /* One contiguous line in place per output that the lanes do not take (x.sum(-1) of
+         * lines over WB_FLUSH or under WB_L; exp, pow, products, args): no units' walk, whose
+         * setup cost rows of 64 f32 ~2/3 of their time on the EPYC, and no software prefetch (the
          * hardware's keeps up with lines one after another: with it, a row sum of a 4096 x
          * 4096 f32 matrix on one thread took 1.1-1.3x torch's time, without it 0.95-1.05x). */
         const WB_T *x = (const WB_T *)pl->data + pl->offset;
