@@ -41,8 +41,10 @@ def test_cli_serves_until_terminated(tiny_path):
         assert health["model"] == "cli-model" and health["slots"] == 2
         base = f"http://127.0.0.1:{port}/v1"
         with openai.OpenAI(base_url=base, api_key="unused", max_retries=0) as c:
-            r = c.completions.create(model="cli-model", prompt="hello", max_tokens=3)
-        assert r.usage.completion_tokens == 3
+            # Greedy, so that a sampled end-of-text token cannot end it early.
+            r = c.completions.create(model="cli-model", prompt="hello", max_tokens=3,
+                                     temperature=0)  # fmt: skip
+        assert r.usage.completion_tokens == 3 and r.choices[0].finish_reason == "length"
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
