@@ -366,6 +366,22 @@ class FusedStorage(Protocol):
     ) -> tuple[CoreStorage, CoreStorage, CoreStorage]:
         """x (N, C, S): (out (N, C, S), mean (N, G), rstd (N, G))."""
 
+    def conv2d_activated(
+        self,
+        layout: LayoutLike,
+        weight: CoreStorage,
+        w_layout: LayoutLike,
+        bias: CoreStorage | None,
+        b_layout: LayoutLike | None,
+        stride: Pair,
+        padding: Pads2d,
+        dilation: Pair,
+        groups: int,
+        activation: str,
+    ) -> CoreStorage:
+        """activation(conv2d(...)), as ``conv2d``'s arguments, in one call: ``activation`` one
+        of "silu", "relu", "gelu" (tanh), "gelu_erf", applied as the outputs are stored."""
+
     def batch_norm(
         self,
         layout: LayoutLike,

@@ -290,7 +290,9 @@ def test_native_kernels_reject_bad_arguments():
     with pytest.raises(TypeError, match="cols"):
         native.conv_im2col(x, cols.astype(np.float64), 1, 2, 4, 4, *geometry)
     with pytest.raises(ValueError, match="sizes"):
-        native.conv_swap01(cols, np.zeros(10, np.float32), None, 18, 1, 16, 0, 0, 16)
+        native.conv_swap01(cols, np.zeros(10, np.float32), None, 18, 1, 16, 0, 0, 16, 0)
+    with pytest.raises(ValueError, match=r"act must be in \[0, 5\), found -1"):
+        native.conv_swap01(cols, np.zeros(288, np.float32), None, 18, 1, 16, 0, 0, 16, -1)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])

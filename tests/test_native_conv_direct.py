@@ -48,7 +48,7 @@ def _run(x, w, b, stride, dilation, origin, out_hw):
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     y = np.full((n, o, *out_hw), np.nan, np.float32)
-    NATIVE.conv_direct(x, w, b, y, n, c, h, wd, o, kh, kw, *stride, *dilation, *out_hw, *origin)
+    NATIVE.conv_direct(x, w, b, y, n, c, h, wd, o, kh, kw, *stride, *dilation, *out_hw, *origin, 0)
     return y
 
 
@@ -198,7 +198,7 @@ def test_bad_arguments_raise_clear_errors():
     x = np.zeros((1, 2, 5, 5), np.float32)
     w = np.zeros((3, 2, 3, 3), np.float32)
     y = np.zeros((1, 3, 3, 3), np.float32)
-    geometry = (1, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 3, 3, 0, 0)
+    geometry = (1, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 3, 3, 0, 0, 0)  # (the last: no activation)
     NATIVE.conv_direct(x, w, None, y, *geometry)
     with pytest.raises(ValueError, match="array 2 has 18 elements, the geometry expects 27"):
         NATIVE.conv_direct(x, w, None, y[:, :2].copy(), *geometry)
@@ -206,7 +206,9 @@ def test_bad_arguments_raise_clear_errors():
         NATIVE.conv_direct(x.astype(np.float64), w, None, y, *geometry)
     with pytest.raises(ValueError, match="must be >= 1"):
         NATIVE.conv_direct(x, w, None, y, *geometry[:7], 0, *geometry[8:])
-    with pytest.raises(TypeError, match="expected 19 arguments, found 4"):
+    with pytest.raises(ValueError, match=r"act must be in \[0, 5\), found 7"):
+        NATIVE.conv_direct(x, w, None, y, *geometry[:-1], 7)
+    with pytest.raises(TypeError, match="expected 20 arguments, found 4"):
         NATIVE.conv_direct(x, w, None, y)
 
 

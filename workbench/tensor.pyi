@@ -214,6 +214,8 @@ class Tensor:
         padding=...,
         dilation=...,
         groups: builtins.int = ...,
+        *,
+        activation: builtins.str | None = ...,
     ) -> Tensor: ...
     def conv3d(
         self,

@@ -47,6 +47,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..conv_params import ConvParams
+from ..layout import Layout
 from ._arrays import F32, contiguous, is_half, view
 from .native import NATIVE
 
@@ -156,8 +157,9 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     if 0 in (n, c, h, wd, o, ho, wo):  # no terms: the bias alone (the kernels take sizes >= 1)
         out = np.zeros((n, o, ho, wo), ct)
         return out if bias is None else out + bias.astype(ct).reshape(1, o, 1, 1)
-    if _direct_conv(x, w.shape, stride, pads, groups, (ho, wo)):
-        return _conv_direct(x, w, bias, stride, (top, left), dilation, (ho, wo))
+    out = conv2d_activated_array(x, w, bias, stride, pads, dilation, groups, 0)
+    if out is not None:
+        return out
     if _pointwise((kh, kw), stride, pads):
         cols = x.astype(ct, copy=False).reshape(n, groups, cg, h * wd)
         out = np.matmul(w.reshape(groups, og, cg), cols)
@@ -167,8 +169,6 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     elif cg == 1 and groups > 1 and (stride[0] > 1 or kh * kw <= 9):
         # small depthwise kernels: elementwise multiply-adds beat tiny matmuls
         out = _depthwise(x, w, pads, stride, dilation, (ho, wo), ct)
-    elif _native(x):
-        return _conv_native(x, w, bias, stride, pads, dilation, groups, (ho, wo))
     elif stride[0] == 1 and not _columns_cheaper(c, o, groups, (kh, kw), (ho, wo), dilation[0]):
         b = None if bias is None else bias.astype(ct, copy=False)
         out = _conv_rows(_padded(x, pads, ct), w, groups, stride[1], dilation, (ho, wo), b)
@@ -187,6 +187,28 @@ def conv2d_array(x, w, bias, stride, pads, dilation, groups: int) -> np.ndarray:
     if bias is not None:
         out += bias.astype(ct, copy=False).reshape(1, o, 1, 1)
     return out
+
+
+def conv2d_activated_array(x, w, bias, stride, pads, dilation, groups: int, act: int):
+    """act(``conv2d_array``) where a native kernel applies the activation ``act`` (a code of
+    ``ACTIVATIONS``, 0 for none) as it stores each tile or row of outputs, in the compute
+    dtype: conv_direct.c's implicit product and the native im2col path (not 1×1 stride-1
+    products, depthwise convolutions or the numpy paths). None where neither takes it;
+    sizes >= 1."""
+    ct = _compute_dtype(x)
+    (top, _), (left, _) = pads
+    kernel, cg = w.shape[2:], w.shape[1]
+    out_hw = ConvParams(stride, pads, dilation).out_size(x.shape[2:], kernel)
+    w = w.astype(ct, copy=False)
+    if _direct_conv(x, w.shape, stride, pads, groups, out_hw):
+        return _conv_direct(x, w, bias, stride, (top, left), dilation, out_hw, act)
+    if _native(x) and not _pointwise(kernel, stride, pads) and not (cg == 1 and groups > 1):
+        return _conv_native(x, w, bias, stride, pads, dilation, groups, out_hw, act)
+    return None
+
+
+# The activations a convolution can apply as it stores: kernels/cpu/core/activation.h's codes.
+ACTIVATIONS = {"silu": 1, "relu": 2, "gelu": 3, "gelu_erf": 4}
 
 
 def _pointwise(kernel, stride, pads) -> bool:
@@ -261,16 +283,17 @@ def _direct_conv(x: np.ndarray, w_shape, stride, pads, groups: int, out_hw) -> b
     return not _pointwise(w_shape[2:], stride, pads) or w_shape[1] <= _POINTWISE_DIRECT_MAX_C
 
 
-def _conv_direct(x, w, bias, stride, origin, dilation, out_hw) -> np.ndarray:
+def _conv_direct(x, w, bias, stride, origin, dilation, out_hw, act: int = 0) -> np.ndarray:
     """``conv2d_array`` of one group in f32 by conv_direct.c's implicit-GEMM micro-kernel (no
-    column buffer); ``origin`` is the (top, left) padding, negative for a crop."""
+    column buffer); ``origin`` is the (top, left) padding, negative for a crop; ``act`` an
+    ``ACTIVATIONS`` code."""
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     out = np.empty((n, o, *out_hw), F32)
     x, w = np.ascontiguousarray(x, F32), np.ascontiguousarray(w, F32)
     b = None if bias is None else np.ascontiguousarray(bias, F32)
     NATIVE.conv_direct(x, w, b, out, n, c, h, wd, o, kh, kw, *stride, *dilation, *out_hw,
-                       *origin)  # fmt: skip
+                       *origin, act)  # fmt: skip
     return out
 
 
@@ -288,7 +311,7 @@ def _channels_first(a: np.ndarray, block, wo: int, ct) -> np.ndarray:
         return a[n0, :, r0 * wo : r1 * wo]
     c, length = a.shape[1:]
     out = _scratch("grad", (c, m * length), ct)
-    NATIVE.conv_swap01(a[n0 : n0 + m], out, None, m, c, length, 0, m * length, length)
+    NATIVE.conv_swap01(a[n0 : n0 + m], out, None, m, c, length, 0, m * length, length, 0)
     return out
 
 
@@ -306,10 +329,10 @@ def _native_columns(x, block, kernel, stride, pads, dilation, wo: int, ct) -> np
     return cols
 
 
-def _conv_native(x, w, bias, stride, pads, dilation, groups: int, out_hw) -> np.ndarray:
+def _conv_native(x, w, bias, stride, pads, dilation, groups: int, out_hw, act: int = 0):
     """``conv2d_array`` a cache-sized block at a time: native im2col, one matmul per group
     (O/G, K) @ (K, m·Lb), and the native move of that (O, m, Lb) product into y (N, O, Ho·Wo)
-    with the bias added."""
+    with the bias added and the activation ``act`` (an ``ACTIVATIONS`` code) applied."""
     ct = w.dtype
     n = x.shape[0]
     o, cg, kh, kw = w.shape
@@ -324,7 +347,8 @@ def _conv_native(x, w, bias, stride, pads, dilation, groups: int, out_hw) -> np.
         cols = _native_columns(x, block, (kh, kw), stride, pads, dilation, wo, ct)
         y = _scratch("rows", (groups, o // groups, m * lb), ct)
         np.matmul(wm, cols.reshape(groups, cg * kh * kw, m * lb), out=y)
-        NATIVE.conv_swap01(y, out, b, o, m, lb, n0 * o * ho * wo + r0 * wo, o * ho * wo, ho * wo)
+        NATIVE.conv_swap01(y, out, b, o, m, lb, n0 * o * ho * wo + r0 * wo, o * ho * wo, ho * wo,
+                           act)  # fmt: skip
     return out.reshape(n, o, ho, wo)
 
 
@@ -676,6 +700,24 @@ class ConvOps:
         b = None if bias is None else view(bias.array, b_layout)
         out = conv2d_array(x, view(weight.array, w_layout), b, stride, padding, dilation, groups)
         return type(self)(contiguous(out, x.dtype))
+
+    def conv2d_activated(
+        self, layout, weight, w_layout, bias, b_layout, stride, padding, dilation, groups: int,
+        activation: str,
+    ):  # fmt: skip
+        """activation(conv2d(x)), applied as the native kernels store the outputs where they
+        can (``conv2d_activated_array``; half outputs are then rounded once), else by the
+        separate elementwise op."""
+        act = ACTIVATIONS[activation]
+        x = view(self.array, layout)
+        w = view(weight.array, w_layout)
+        b = None if bias is None else view(bias.array, b_layout)
+        if x.size and w.size:
+            out = conv2d_activated_array(x, w, b, stride, padding, dilation, groups, act)
+            if out is not None:
+                return type(self)(contiguous(out, x.dtype))
+        out = conv2d_array(x, w, b, stride, padding, dilation, groups)
+        return type(self)(contiguous(out, x.dtype)).unary(activation, Layout.contiguous(out.shape))
 
     def conv_transpose2d(
         self,

@@ -14,10 +14,12 @@ included).
 from __future__ import annotations
 
 from .._oprecord import op
-from ..autograd import record
+from ..autograd import GRAD_ENABLED, record
+from ..backends.base import supports
 from ..backends.conv_params import ConvParams
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..tensor import Tensor
+from . import elementwise
 from ._helpers import describe, new, same_device
 from .creation import zeros_like
 from .shape import pad_with_zeros, stack
@@ -111,12 +113,23 @@ def _unbatch(nd: int, x: Tensor) -> tuple[Tensor, bool]:
     return x, False
 
 
+# The activations conv2d can apply to its outputs (one call on devices with
+# ``conv2d_activated``), as the elementwise ops.
+ACTIVATIONS = {
+    "silu": elementwise.silu,
+    "relu": elementwise.relu,
+    "gelu": elementwise.gelu,
+    "gelu_erf": elementwise.gelu_erf,
+}
+
+
 # -- the three storage calls (no autograd) ---------------------------------------------
-def _conv_raw(nd, x, weight, bias, stride, pads, dilation, groups) -> Tensor:
-    """``conv2d`` storage call with 2-d parameters: pads ((top, bottom), (left, right))."""
+def _conv_raw(nd, x, weight, bias, stride, pads, dilation, groups, activation=None) -> Tensor:
+    """``conv2d`` storage call with 2-d parameters: pads ((top, bottom), (left, right));
+    with ``activation``, the storage's ``conv2d_activated``."""
     k2 = _as2d(nd, weight.shape[2:], 1)
     out2 = ConvParams(stride, pads, dilation).out_size(_as2d(nd, x.shape[2:], 1), k2)
-    storage = x._storage.conv2d(
+    args = (
         _layout2d(nd, x),
         weight._storage,
         _layout2d(nd, weight),
@@ -127,6 +140,10 @@ def _conv_raw(nd, x, weight, bias, stride, pads, dilation, groups) -> Tensor:
         dilation,
         groups,
     )
+    if activation is None:
+        storage = x._storage.conv2d(*args)
+    else:
+        storage = x._storage.conv2d_activated(*args, activation)
     shape = (x.shape[0], weight.shape[0], *out2[2 - nd :])
     return new(storage, shape, x.dtype, x.device)
 
@@ -169,7 +186,14 @@ def _bias_grad(g: Tensor) -> Tensor:
 
 
 # -- convolution -----------------------------------------------------------------------
-def _conv(name: str, nd: int, x, weight, bias, stride, padding, dilation, groups) -> Tensor:
+def _conv(
+    name: str, nd: int, x, weight, bias, stride, padding, dilation, groups, activation=None
+) -> Tensor:
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ArgumentError(
+            f"{name}: activation must be None or one of {', '.join(map(repr, ACTIVATIONS))}, "
+            f"found {activation!r}"
+        )
     _check_operands(name, nd, x, weight, bias)
     x, unbatched = _unbatch(nd, x)
     _check_groups(name, groups, x, weight)
@@ -192,9 +216,23 @@ def _conv(name: str, nd: int, x, weight, bias, stride, padding, dilation, groups
             )
     if nd == 3:
         out = _conv3d_by_planes(x, weight, bias, stride, pads, dilation, groups)
+    elif activation is not None and _fuses(x, weight, bias):
+        out = _conv_raw(nd, x, weight, bias, stride, pads, dilation, groups, activation)
     else:
         out = _conv_checked(name, nd, x, weight, bias, stride, pads, dilation, groups)
+        out = out if activation is None else ACTIVATIONS[activation](out)
     return out.squeeze(0) if unbatched else out
+
+
+def _fuses(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
+    """Whether a 2-d convolution's activation goes into the storage call: the device has
+    ``conv2d_activated`` and no gradient is recorded (the backward needs the convolution's
+    own output)."""
+    if not supports(x._storage, "conv2d_activated"):
+        return False
+    return not GRAD_ENABLED.get() or not any(
+        t is not None and t.requires_grad for t in (x, weight, bias)
+    )
 
 
 def _conv_checked(name, nd, x, weight, bias, stride, pads, dilation, groups) -> Tensor:
@@ -248,15 +286,19 @@ def conv2d(
     padding=0,
     dilation=1,
     groups: int = 1,
+    *,
+    activation: str | None = None,
 ) -> Tensor:
     """2-d convolution (cross-correlation), as ``torch.nn.functional.conv2d``.
 
     x: (N, C, H, W), weight: (O, C/groups, kh, kw), bias: (O,) -> (N, O, Ho, Wo) with
     y[n, o, h, w] = b[o] + Σ_{c, i, j} w[o, c, i, j] · x_pad[n, g(o)·C/groups + c, s·h + d·i,
     s·w + d·j] and Ho = ⌊(H + 2p - d·(kh-1) - 1) / s⌋ + 1. ``padding``: int, (ph, pw), "same"
-    (stride 1; an odd total pad puts the extra one after) or "valid".
+    (stride 1; an odd total pad puts the extra one after) or "valid". ``activation`` ("silu",
+    "relu", "gelu", "gelu_erf") is act(y), applied as the outputs are stored where the device
+    can (the CPU's native kernels, when no gradient is recorded): no pass of its own.
     """
-    return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
+    return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups, activation)
 
 
 @op

@@ -23,6 +23,7 @@
  * Tap (c, i, j) reads plane (c, d_h·i mod s_h, j) shifted by ⌊d_h·i / s_h⌋ rows, the grid is
  * the output itself (Wq = Wo), and nothing is computed twice, for kw/s_w times the copies.
  * The baseline variant (no lane vectors) has no such kernel: conv.py keeps im2col there. */
+#include "activation.h"
 #include "conv_geometry.h"
 #include "lanes.h"
 #include "nd.h"
@@ -61,6 +62,7 @@ typedef struct {
      * e·col_step - left (s_w phases, step 1; or kw shifts, step d_w, when ``shifted``) */
     Py_ssize_t cols, col_step;
     int shifted;
+    int act; /* activation.h's code, applied to each tile before it is stored */
 } cd_ctx;
 
 /* The zero-padded planes of channels [c0, c1) of image n into ``image`` (one prepared image). */
@@ -178,6 +180,7 @@ static void pixel_unit(const cd_ctx *cx, const float *src, Py_ssize_t u, float *
             micro_tile(src + p0, cx->off, TAPS, w, bias, tile, 2);
         else
             micro_tile(src + p0, cx->off, TAPS, w, bias, tile, 1);
+        wb_activate_f32(tile, rows * WB_CD_NB, cx->act); /* (while the tile is in L1) */
         const int count = tile_runs(p0, p1, WQ, WO, runs);
         for (Py_ssize_t r = 0; r < rows; r++)
             for (int k = 0; k < count; k++)
@@ -261,6 +264,7 @@ static inline __attribute__((always_inline)) void channels_unit(const cd_ctx *cx
     for (int i = 0; i < WB_CC_PX; i++)
 #pragma GCC unroll 2
         for (int v = 0; v < nv; v++) lane_store(tile + i * WIDTH + v * WB_LANES, acc[i][v]);
+    wb_activate_f32(tile, WB_CC_PX * WIDTH, cx->act);
     const Py_ssize_t rows = O - ob * WIDTH < WIDTH ? O - ob * WIDTH : WIDTH;
     for (Py_ssize_t i = 0; i < WB_CC_PX && p0 + i < PIXELS; i++) {
         const Py_ssize_t row = (p0 + i) / WQ, col = (p0 + i) % WQ;
@@ -393,18 +397,27 @@ static int sizes_match(const char *what, const Py_ssize_t found[], const Py_ssiz
     return 0;
 }
 
-/* conv_direct(x, k, bias or None, y, N, C, H, W, O, kh, kw, sh, sw, dh, dw, Ho, Wo, top, left):
- * y (N, O, Ho, Wo) = the convolution of x (N, C, H, W) with k (O, C, kh, kw); f32, contiguous;
- * top and left are the padding before the first row and column (negative: a crop). */
+/* conv_direct(x, k, bias or None, y, N, C, H, W, O, kh, kw, sh, sw, dh, dw, Ho, Wo, top, left,
+ * act): y (N, O, Ho, Wo) = act(the convolution of x (N, C, H, W) with k (O, C, kh, kw)); f32,
+ * contiguous; top and left are the padding before the first row and column (negative: a
+ * crop); act is activation.h's code (0: none). */
 static PyObject *py_conv_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 19) {
-        PyErr_Format(PyExc_TypeError, "conv_direct: expected 19 arguments, found %zd", nargs);
+    if (nargs != 20) {
+        PyErr_Format(PyExc_TypeError, "conv_direct: expected 20 arguments, found %zd", nargs);
         return NULL;
     }
     cd_ctx c;
     Py_ssize_t kd[4]; /* kh, kw, dh, dw */
     if (geometry(args + 4, "conv_direct", &c, kd) < 0) return NULL;
+    const long act = PyLong_AsLong(args[19]);
+    if (act == -1 && PyErr_Occurred()) return NULL;
+    if (act < 0 || act >= WB_ACT_COUNT) {
+        PyErr_Format(PyExc_ValueError, "conv_direct: act must be in [0, %d), found %ld",
+                     WB_ACT_COUNT, act);
+        return NULL;
+    }
+    c.act = (int)act;
     char *x, *k, *y, *bias = NULL;
     int xt, kt, yt, bt = WB_F32;
     Py_ssize_t found[4], expected[4] = {c.n * c.c * c.h * c.w, c.o * c.taps,
@@ -723,8 +736,8 @@ static PyObject *py_conv_direct_wgrad(PyObject *self, PyObject *const *args, Py_
 
 PyMethodDef wb_conv_direct_methods[] = {
     {"conv_direct", (PyCFunction)(void (*)(void))py_conv_direct, METH_FASTCALL,
-     "conv_direct(x, k, bias, y, N, C, H, W, O, kh, kw, sh, sw, dh, dw, Ho, Wo, top, left): "
-     "y = conv2d(x, k) + bias by an implicit-GEMM micro-kernel; contiguous f32 arrays."},
+     "conv_direct(x, k, bias, y, N, C, H, W, O, kh, kw, sh, sw, dh, dw, Ho, Wo, top, left, act): "
+     "y = act(conv2d(x, k) + bias) by an implicit-GEMM micro-kernel; contiguous f32 arrays."},
     {"conv_direct_wgrad", (PyCFunction)(void (*)(void))py_conv_direct_wgrad, METH_FASTCALL,
      "conv_direct_wgrad(x, g, dk, N, C, H, W, O, kh, kw, sh, sw, dh, dw, Ho, Wo, top, left): "
      "dk = the weight gradient of conv_direct's convolution for the output gradient g; "

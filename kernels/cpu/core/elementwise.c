@@ -4,6 +4,7 @@
  * the registers); f64 in f64 (libm). Ops are named; Python maps the names (unary_ops() & co.)
  * to the codes the calls take. */
 #include "convert.h" /* Python.h first: it sets feature macros math.h reads */
+#include "activation.h"
 #include "iter.h"
 #include "vmath.h"
 
@@ -101,17 +102,6 @@ WB_INLINE void half_unary(float (*f)(float, float, float), wb_lanes_store store,
         }                                                                                     \
     }
 
-static inline double gelu_tanh64(double x) {
-    if (x < -40.0) return -0.0;
-    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-}
-static inline double gelu_erf64(double x) {
-    /* x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2: no cancellation for negative x; -0 below
-     * -37.5, where the result would soon be subnormal (from -37.616), as the f32 kernel */
-    if (x < -37.5) return -0.0;
-    return x * 0.5 * erfc(-x * 0.70710678118654752);
-}
-
 /* min(max(x, lo), hi) as numpy's clip and PyTorch's clamp (hi wins when lo > hi; NaN stays) */
 static inline float clamp32(float x, float lo, float hi) {
     const float t = x < lo ? lo : x;
@@ -126,13 +116,11 @@ WB_UNARY(exp, wb_expf(x), exp(x))
 WB_UNARY(log, wb_logf(x), log(x))
 WB_UNARY(tanh, wb_tanhf(x), tanh(x))
 WB_UNARY(sigmoid, 1.0f / (1.0f + wb_expf(-x)), 1.0 / (1.0 + exp(-x)))
-/* silu(-inf) = -0, the limit (not -inf / inf) */
-WB_UNARY(silu, x == -__builtin_inff() ? -0.0f : x / (1.0f + wb_expf(-x)),
-         x == -__builtin_inf() ? -0.0 : x / (1.0 + exp(-x)))
-WB_UNARY(gelu, wb_gelu_tanhf(x), gelu_tanh64(x))
-WB_UNARY(gelu_erf, wb_gelu_erff(x), gelu_erf64(x))
+WB_UNARY(silu, wb_silu32(x), wb_silu64(x))
+WB_UNARY(gelu, wb_gelu_tanhf(x), wb_gelu_tanh64(x))
+WB_UNARY(gelu_erf, wb_gelu_erff(x), wb_gelu_erf64(x))
 WB_UNARY(erf, wb_erff(x), erf(x))
-WB_UNARY(relu, (x > 0.0f || x != x) ? x : 0.0f, (x > 0.0 || x != x) ? x : 0.0)
+WB_UNARY(relu, wb_relu32(x), wb_relu64(x))
 WB_UNARY(neg, -x, -x)
 WB_UNARY(abs, fabsf(x), fabs(x))
 WB_UNARY(sqr, x * x, x * x)

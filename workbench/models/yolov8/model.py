@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import nn
-from ...ops import creation, elementwise, fused, pool, reduce, shape
+from ...ops import conv, creation, elementwise, fused, pool, reduce, shape
 from ...tensor import Tensor
 
 BN_EPS = 1e-3
@@ -96,7 +96,8 @@ class ConvBlock(nn.Module):
         self.conv = nn.Conv2d(c1, c2, k, s, k // 2, vb=folded)
 
     def forward(self, x: Tensor) -> Tensor:
-        return elementwise.silu(self.conv(x))
+        c = self.conv  # the SiLU applied as the convolution stores its outputs
+        return conv.conv2d(x, c.weight, c.bias, c.stride, c.padding, activation="silu")
 
 
 class Bottleneck(nn.Module):
