@@ -1,7 +1,7 @@
 /* The activations that a convolution applies as it stores its outputs (conv_direct.c's tiles,
  * conv.c's swap01 rows) and that elementwise.c's unary kernels compute: one definition of
  * each, so that an activation fused into a convolution equals the separate op. The codes are
- * backends/cpu/conv.py's ``_ACTIVATIONS``. */
+ * backends/cpu/conv.py's ``ACTIVATIONS``. */
 #ifndef WB_ACTIVATION_H
 #define WB_ACTIVATION_H
 
