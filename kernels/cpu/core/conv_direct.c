@@ -90,6 +90,8 @@ static void prepare_channels(const cd_ctx *cx, Py_ssize_t n, Py_ssize_t c0, Py_s
                     memset(row, 0, sizeof(float) * (size_t)lo);
                     if (SW == 1)
                         memcpy(row + lo, in + lo, sizeof(float) * (size_t)(hi - lo));
+                    else if (SW == 2) /* a constant stride: gcc vectorises it with shuffles */
+                        for (Py_ssize_t q = lo; q < hi; q++) row[q] = in[2 * q];
                     else
                         for (Py_ssize_t q = lo; q < hi; q++) row[q] = in[q * SW];
                     memset(row + hi, 0, sizeof(float) * (size_t)(WQ - hi));
