@@ -10,6 +10,18 @@
  *            reduced index and accumulated elementwise. */
 
 #define WB_L (64 / (int)sizeof(WB_T)) /* lanes: 16 f32 or 8 f64 (2 AVX-512 / 4 AVX2 registers) */
+/* One register of lanes (AVX-512, AVX2 or SSE): a gcc vector wider than the registers has none
+ * to live in and stays in memory (a row max of 4096 x 4096 f32 took 12 times torch's time on
+ * the AVX2 EPYC with 64-byte ones). */
+#if defined(__AVX512F__)
+#define WB_EXT_BYTES 64
+#elif defined(__AVX__)
+#define WB_EXT_BYTES 32
+#else
+#define WB_EXT_BYTES 16
+#endif
+typedef WB_T WB_SFX(ext_vec) __attribute__((vector_size(WB_EXT_BYTES), aligned(sizeof(WB_T))));
+#define WB_EL (WB_EXT_BYTES / (int)sizeof(WB_T)) /* lanes of an ext_vec */
 
 /* ---- rows: one piece of n <= WB_PIECE contiguous values ---------------------------------- */
 /* Lane partial sums: 4·WB_L lanes (64 f32, 32 f64) in the compute type, into f64 lanes every
@@ -71,55 +83,49 @@ WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
  * registers of lanes (half the register file on AVX2): each step's compare and select wait on
  * the last (a latency chain), and with 2 zmm of lanes a row max of 256 x 1024 f32 ran at a
  * third of torch's speed on the EPYC (8: 40 -> 21 us, 4: 26). The lanes are vectors of gcc's
- * own (line_vec, one cache line: 1 AVX-512, 2 AVX2 or 4 SSE registers), as plain arrays gcc
- * vectorised them or not from one build to the next. They meet in the first vector, the rest
- * of the line goes into it a vector at a time, its last n mod WB_L into one scalar; the first
- * vector's lanes then meet pairwise, unrolled (one lane at a time was a branch each). */
+ * own, as plain arrays gcc vectorised them or not from one build to the next, one register
+ * wide (ext_vec). They meet in the first vector, the rest of the line goes into it a vector at a
+ * time, its last n mod WB_EL into one scalar; the first vector's lanes then meet pairwise,
+ * unrolled (one lane at a time was a branch each). */
 typedef WB_T WB_SFX(line_vec) __attribute__((vector_size(64), aligned(sizeof(WB_T))));
 typedef WB_IT WB_SFX(line_bits) __attribute__((vector_size(64)));
-#if defined(__AVX512F__)
 #define WB_EXT_V 8
-#elif defined(__AVX__)
-#define WB_EXT_V 4
-#else
-#define WB_EXT_V 2
-#endif
-/* acc = e where e CMP acc or e is NaN, lane by lane. */
+/* acc = e where e CMP acc or e is NaN, lane by lane (vectors of any one type). */
 #define WB_VEC_PICK(acc, e, CMP)                                                               \
     do {                                                                                      \
-        const WB_SFX(line_bits) take_ = ((e)CMP(acc)) | ((e) != (e));                         \
-        (acc) = (WB_SFX(line_vec))(((WB_SFX(line_bits))(e) & take_) |                         \
-                                   ((WB_SFX(line_bits))(acc) & ~take_));                      \
+        const __typeof__((e) != (e)) take_ = ((e)CMP(acc)) | ((e) != (e));                    \
+        (acc) = (__typeof__(acc))(((__typeof__(take_))(e) & take_) |                          \
+                                  ((__typeof__(take_))(acc) & ~take_));                       \
     } while (0)
 #define WB_LANE_EXT(name, EXPR, VEXPR, CMP, INIT)                                             \
     static WB_T WB_SFX(name)(const WB_T *restrict x, Py_ssize_t n) {                          \
-        WB_SFX(line_vec) acc[WB_EXT_V];                                                       \
+        WB_SFX(ext_vec) acc[WB_EXT_V];                                                        \
         WB_T m = (INIT);                                                                      \
-        for (int k = 0; k < WB_EXT_V; k++) acc[k] = (WB_SFX(line_vec)){0} + (WB_T)(INIT);     \
-        const Py_ssize_t whole = n - n % (WB_EXT_V * WB_L), vecs = n - n % WB_L;              \
-        for (Py_ssize_t i = 0; i < whole; i += WB_EXT_V * WB_L) {                             \
-            prefetch_at(x + i, WB_EXT_V * 64, WB_PREFETCH_AHEAD);                             \
+        for (int k = 0; k < WB_EXT_V; k++) acc[k] = (WB_SFX(ext_vec)){0} + (WB_T)(INIT);      \
+        const Py_ssize_t whole = n - n % (WB_EXT_V * WB_EL), vecs = n - n % WB_EL;            \
+        for (Py_ssize_t i = 0; i < whole; i += WB_EXT_V * WB_EL) {                            \
+            prefetch_at(x + i, WB_EXT_V * WB_EXT_BYTES, WB_PREFETCH_AHEAD);                   \
             for (int k = 0; k < WB_EXT_V; k++) {                                              \
-                const WB_SFX(line_vec) v = *(const WB_SFX(line_vec) *)(x + i + k * WB_L);     \
-                const WB_SFX(line_vec) e = (VEXPR);                                           \
+                const WB_SFX(ext_vec) v = *(const WB_SFX(ext_vec) *)(x + i + k * WB_EL);      \
+                const WB_SFX(ext_vec) e = (VEXPR);                                            \
                 WB_VEC_PICK(acc[k], e, CMP);                                                  \
             }                                                                                 \
         }                                                                                     \
         if (whole > 0)                                                                        \
             for (int k = 1; k < WB_EXT_V; k++) WB_VEC_PICK(acc[0], acc[k], CMP);              \
-        for (Py_ssize_t i = whole; i < vecs; i += WB_L) {                                     \
-            const WB_SFX(line_vec) v = *(const WB_SFX(line_vec) *)(x + i);                    \
-            const WB_SFX(line_vec) e = (VEXPR);                                               \
+        for (Py_ssize_t i = whole; i < vecs; i += WB_EL) {                                    \
+            const WB_SFX(ext_vec) v = *(const WB_SFX(ext_vec) *)(x + i);                      \
+            const WB_SFX(ext_vec) e = (VEXPR);                                                \
             WB_VEC_PICK(acc[0], e, CMP);                                                      \
         }                                                                                     \
         for (Py_ssize_t i = vecs; i < n; i++) {                                               \
             const WB_T v = x[i], e = (EXPR);                                                  \
             m = (e CMP m || e != e) ? e : m;                                                  \
         }                                                                                     \
-        WB_T lane[WB_L];                                                                      \
-        for (int j = 0; j < WB_L; j++) lane[j] = acc[0][j];                                   \
+        WB_T lane[WB_EL];                                                                     \
+        for (int j = 0; j < WB_EL; j++) lane[j] = acc[0][j];                                  \
         _Pragma("GCC unroll 8")                                                               \
-        for (int h = WB_L / 2; h > 0; h /= 2)                                                 \
+        for (int h = WB_EL / 2; h > 0; h /= 2)                                                \
             for (int j = 0; j < h; j++) {                                                     \
                 const WB_T b = lane[j + h];                                                   \
                 lane[j] = (b CMP lane[j] || b != b) ? b : lane[j];                            \
@@ -127,7 +133,7 @@ typedef WB_IT WB_SFX(line_bits) __attribute__((vector_size(64)));
         return (lane[0] CMP m || lane[0] != lane[0]) ? lane[0] : m;                           \
     }
 /* |v| of a vector: its sign bits cleared. */
-#define WB_VEC_ABS(v) ((WB_SFX(line_vec))((WB_SFX(line_bits))(v) & WB_ABS_BITS))
+#define WB_VEC_ABS(v) ((__typeof__(v))((__typeof__((v) != (v)))(v) & WB_ABS_BITS))
 WB_LANE_EXT(max_id, v, v, >, -__builtin_inf())
 WB_LANE_EXT(min_id, v, v, <, __builtin_inf())
 WB_LANE_EXT(max_abs, WB_FABS(v), WB_VEC_ABS(v), >, -__builtin_inf())
@@ -404,6 +410,12 @@ typedef void (*WB_SFX(lines_fn))(const red_pass *ps, const WB_T *x, Py_ssize_t n
 /* The lanes kernel of a pass, or NULL where it has none (exp, pow, products, args) or its
  * lines are not contiguous lines of WB_L..WB_FLUSH elements in the compute type. */
 static WB_SFX(lines_fn) WB_SFX(lines_kernel)(const red_pass *ps) {
+#ifndef __AVX512F__
+    /* Below AVX-512 the extrema's 64-byte selects stay in memory (gcc 12): their lines take
+     * the one-line kernels (a max over rows of 64 of 262144 x 64 f32, on the AVX2 EPYC: 57 ->
+     * 4.8 ms); the sums' lanes still beat those (7.3 against 9.9 ms). */
+    if (ps->acc != A_SUM) return NULL;
+#endif
     const red_plan *pl = ps->pl;
     const Py_ssize_t n = pl->rshape[pl->nr - 1];
     if (pl->rstride[pl->nr - 1] != 1 || !WB_SFX(in_compute_type)(pl) || n < WB_L || n > WB_FLUSH)
@@ -528,26 +540,26 @@ static void WB_SFX(cols_row)(const red_pass *ps, const WB_T *restrict x, Py_ssiz
  * Row at a time, the accumulators were stored back after every row, and those stores bounded
  * the pass (a bias gradient's sum of 64 x 64 x 14 x 14 ran at 30 GB/s on the EPYC). gcc does
  * not vectorise a tile whose rows' offsets it reads from memory, so the tiles are vectors of
- * gcc's own (one cache line each: 2 AVX2 registers, 4 SSE ones): 4 of them, then 1, then the
- * last w mod WB_L outputs one at a time. The maps without vector arithmetic (abs, exp, pow)
- * take the row-at-a-time form. */
+ * gcc's own (ext_vec, one register each): 4 of them, then 1, then the last w mod WB_EL
+ * outputs one at a time. The maps without vector arithmetic (abs, exp, pow) take the
+ * row-at-a-time form. */
 #define WB_TILE_VECS(NV, VEXPR)                                                                \
-    for (; j0 + (NV) * WB_L <= w; j0 += (NV) * WB_L) {                                        \
-        WB_SFX(line_vec) acc[NV], cv[NV];                                                     \
+    for (; j0 + (NV) * WB_EL <= w; j0 += (NV) * WB_EL) {                                      \
+        WB_SFX(ext_vec) acc[NV], cv[NV];                                                      \
         for (int k = 0; k < (NV); k++) {                                                      \
-            acc[k] = (WB_SFX(line_vec)){0};                                                   \
-            cv[k] = c ? *(const WB_SFX(line_vec) *)(c + j0 + k * WB_L) : acc[k];              \
+            acc[k] = (WB_SFX(ext_vec)){0};                                                    \
+            cv[k] = c ? *(const WB_SFX(ext_vec) *)(c + j0 + k * WB_EL) : acc[k];              \
         }                                                                                     \
         (void)cv;                                                                             \
         for (Py_ssize_t r = 0; r < rows; r++) {                                               \
             const WB_T *xr = x + offs[r] + j0;                                                \
             for (int k = 0; k < (NV); k++) {                                                  \
-                const WB_SFX(line_vec) v = *(const WB_SFX(line_vec) *)(xr + k * WB_L);         \
+                const WB_SFX(ext_vec) v = *(const WB_SFX(ext_vec) *)(xr + k * WB_EL);         \
                 acc[k] += (VEXPR);                                                            \
             }                                                                                 \
         }                                                                                     \
         for (int k = 0; k < (NV); k++)                                                        \
-            for (int j = 0; j < WB_L; j++) tot[j0 + k * WB_L + j] += acc[k][j];               \
+            for (int j = 0; j < WB_EL; j++) tot[j0 + k * WB_EL + j] += acc[k][j];             \
     }
 #define WB_TILE_SUM(name, VEXPR, EXPR)                                                         \
     static void WB_SFX(tiles_##name)(const WB_T *x, const Py_ssize_t *restrict offs,           \
@@ -697,3 +709,5 @@ static int WB_SFX(run_pass)(const red_pass *ps, int threads) {
 }
 
 #undef WB_L
+#undef WB_EL
+#undef WB_EXT_BYTES
