@@ -21,6 +21,7 @@
 #define WB_EXT_BYTES 16
 #endif
 typedef WB_T WB_SFX(ext_vec) __attribute__((vector_size(WB_EXT_BYTES), aligned(sizeof(WB_T))));
+typedef WB_IT WB_SFX(ext_bits) __attribute__((vector_size(WB_EXT_BYTES)));
 #define WB_EL (WB_EXT_BYTES / (int)sizeof(WB_T)) /* lanes of an ext_vec */
 
 /* ---- rows: one piece of n <= WB_PIECE contiguous values ---------------------------------- */
@@ -87,8 +88,6 @@ WB_LANE_SUM(powabs, WB_POW(WB_FABS(v), p))
  * wide (ext_vec). They meet in the first vector, the rest of the line goes into it a vector at a
  * time, its last n mod WB_EL into one scalar; the first vector's lanes then meet pairwise,
  * unrolled (one lane at a time was a branch each). */
-typedef WB_T WB_SFX(line_vec) __attribute__((vector_size(64), aligned(sizeof(WB_T))));
-typedef WB_IT WB_SFX(line_bits) __attribute__((vector_size(64)));
 #define WB_EXT_V 8
 /* acc = e where e CMP acc or e is NaN, lane by lane (vectors of any one type). */
 #define WB_VEC_PICK(acc, e, CMP)                                                               \
@@ -166,36 +165,36 @@ static Py_ssize_t WB_SFX(lines_ahead)(const red_plan *pl) {
  * then rounded at most 17 times) and their lanes go into 8 f64 lanes; eight outputs' f64
  * lanes meet at once (lanes_meet). (n >= WB_L.) */
 typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), aligned(sizeof(WB_T))));
+/* A vector of WB_L lanes is WB_LV registers (ext_vec), so that the lanes stay in registers. */
+#define WB_LV (64 / WB_EXT_BYTES)
 #define WB_INTO_SUM(acc, e) ((acc) += (e))
 #define WB_INTO_MAX(acc, e) WB_VEC_PICK(acc, e, >)
 #define WB_INTO_MIN(acc, e) WB_VEC_PICK(acc, e, <)
+/* acc[k·WB_LV + h] INTO= VEXPR(v) for the WB_L lanes at p, register by register. */
+#define WB_LINE_STEP(p, k, VEXPR, INTO, TAIL)                                                 \
+    for (int h = 0; h < WB_LV; h++) {                                                         \
+        const WB_SFX(ext_vec) v = *(const WB_SFX(ext_vec) *)((p) + h * WB_EL);                \
+        WB_SFX(ext_vec) e = (VEXPR);                                                          \
+        TAIL;                                                                                 \
+        INTO(acc[(k) * WB_LV + h], e);                                                        \
+    }
 #define WB_LINES_FN(name, VEXPR, KIND, INTO)                                                   \
     static inline __attribute__((always_inline)) void WB_SFX(line_into_##name)(               \
-        const WB_T *restrict x, Py_ssize_t n, WB_SFX(line_vec) cv, WB_SFX(line_bits) fresh,   \
-        Py_ssize_t ahead, WB_SFX(line_vec) *acc) {                                            \
+        const WB_T *restrict x, Py_ssize_t n, WB_SFX(ext_vec) cv,                             \
+        const WB_SFX(ext_bits) *fresh, Py_ssize_t ahead, WB_SFX(ext_vec) *acc) {              \
         const Py_ssize_t whole = n - n % (4 * WB_L), vecs = n - n % WB_L;                     \
-        WB_SFX(line_vec) v, e;                                                                \
         (void)cv, (void)fresh;                                                                \
         for (Py_ssize_t i = 0; i < whole; i += 4 * WB_L) {                                    \
             prefetch_at(x + i, 4 * WB_L * sizeof(WB_T), ahead);                               \
-            for (int k = 0; k < 4; k++) {                                                     \
-                v = *(const WB_SFX(line_vec) *)(x + i + k * WB_L);                            \
-                e = (VEXPR);                                                                  \
-                INTO(acc[k], e);                                                              \
-            }                                                                                 \
+            for (int k = 0; k < 4; k++) WB_LINE_STEP(x + i + k * WB_L, k, VEXPR, INTO, );     \
         }                                                                                     \
         for (int k = 0; k < 3; k++) /* (constant indices: the lanes stay in registers) */    \
-            if (whole + k * WB_L < vecs) {                                                    \
-                v = *(const WB_SFX(line_vec) *)(x + whole + k * WB_L);                        \
-                e = (VEXPR);                                                                  \
-                INTO(acc[k], e);                                                              \
-            }                                                                                 \
-        if (vecs < n) {                                                                       \
-            v = *(const WB_SFX(line_vec) *)(x + n - WB_L);                                    \
-            e = (VEXPR);                                                                      \
-            if ((KIND) == A_SUM) e = (WB_SFX(line_vec))((WB_SFX(line_bits))e & fresh);        \
-            INTO(acc[3], e);                                                                  \
-        }                                                                                     \
+            if (whole + k * WB_L < vecs)                                                      \
+                WB_LINE_STEP(x + whole + k * WB_L, k, VEXPR, INTO, );                         \
+        if (vecs < n)                                                                         \
+            WB_LINE_STEP(x + n - WB_L, 3, VEXPR, INTO,                                        \
+                         if ((KIND) == A_SUM) e = (WB_SFX(ext_vec))((WB_SFX(ext_bits))e &     \
+                                                                    fresh[h]));               \
     }                                                                                         \
     static void WB_SFX(lines_##name)(const red_pass *ps, const WB_T *x, Py_ssize_t n,          \
                                      Py_ssize_t o0, Py_ssize_t o1, wb_odometer *outs) {        \
@@ -205,16 +204,17 @@ typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), align
         const Py_ssize_t window = WB_FLUSH / (4 * WB_L) / blocks; /* lines (n <= WB_FLUSH) */  \
         const WB_T start = (KIND) == A_SUM ? 0 : (KIND) == A_MAX ? -__builtin_inf()            \
                                                                 : __builtin_inf();            \
-        WB_SFX(line_bits) fresh; /* the tail vector's lanes not read before */                \
-        for (int j = 0; j < WB_L; j++) fresh[j] = j >= WB_L - n % WB_L ? -1 : 0;               \
+        WB_SFX(ext_bits) fresh[WB_LV]; /* the tail vector's lanes not read before */          \
+        for (int j = 0; j < WB_L; j++)                                                        \
+            fresh[j / WB_EL][j % WB_EL] = j >= WB_L - n % WB_L ? -1 : 0;                      \
         for (Py_ssize_t o = o0; o < o1; o += 8) {                                             \
             const int group = o1 - o < 8 ? (int)(o1 - o) : 8;                                 \
             wb_f64x8 lanes[8];                                                                \
             for (int r = 0; r < group; r++, odometer_next(outs)) {                            \
-                const WB_SFX(line_vec) cv =                                                   \
-                    (WB_SFX(line_vec)){0} + (WB_T)(ps->center ? ps->center[o + r] : 0);       \
-                WB_SFX(line_vec) acc[4];                                                      \
-                for (int k = 0; k < 4; k++) acc[k] = (WB_SFX(line_vec)){0} + start;           \
+                const WB_SFX(ext_vec) cv =                                                    \
+                    (WB_SFX(ext_vec)){0} + (WB_T)(ps->center ? ps->center[o + r] : 0);        \
+                WB_SFX(ext_vec) acc[4 * WB_LV];                                               \
+                for (int k = 0; k < 4 * WB_LV; k++) acc[k] = (WB_SFX(ext_vec)){0} + start;    \
                 int flushed = 0;                                                              \
                 if (per == 1) {                                                               \
                     WB_SFX(line_into_##name)(x + outs->off, n, cv, fresh, 0, acc);            \
@@ -225,7 +225,8 @@ typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), align
                     for (Py_ssize_t l = 0; l < per; l++, odometer_next(&lines)) {             \
                         if ((KIND) == A_SUM && since == window) {                             \
                             WB_SFX(lanes_into)(&lanes[r], acc, KIND, flushed);                \
-                            for (int k = 0; k < 4; k++) acc[k] = (WB_SFX(line_vec)){0};       \
+                            for (int k = 0; k < 4 * WB_LV; k++)                               \
+                                acc[k] = (WB_SFX(ext_vec)){0};                                \
                             since = 0, flushed = 1;                                           \
                         }                                                                     \
                         WB_SFX(line_into_##name)(x + outs->off + lines.off, n, cv, fresh,     \
@@ -241,20 +242,22 @@ typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), align
         }                                                                                     \
     }
 
-/* The 4 lane vectors of an output, met in the compute type, into its 8 f64 lanes (added to
- * them where ``more``: not the first time). */
+/* The 4 lane vectors of an output (4 · WB_LV registers), met in the compute type, into its 8
+ * f64 lanes (added to them where ``more``: not the first time). */
 static inline __attribute__((always_inline)) void WB_SFX(lanes_into)(
-    wb_f64x8 *wide, WB_SFX(line_vec) *acc, red_acc kind, int more) {
-    if (kind == A_SUM) {
-        acc[0] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    } else {
-        for (int k = 1; k < 4; k++) {
-            if (kind == A_MAX) WB_VEC_PICK(acc[0], acc[k], >);
-            else WB_VEC_PICK(acc[0], acc[k], <);
+    wb_f64x8 *wide, WB_SFX(ext_vec) *acc, red_acc kind, int more) {
+    for (int h = 0; h < WB_LV; h++) {
+        if (kind == A_SUM) {
+            acc[h] = (acc[h] + acc[WB_LV + h]) + (acc[2 * WB_LV + h] + acc[3 * WB_LV + h]);
+        } else {
+            for (int k = 1; k < 4; k++) {
+                if (kind == A_MAX) WB_VEC_PICK(acc[h], acc[k * WB_LV + h], >);
+                else WB_VEC_PICK(acc[h], acc[k * WB_LV + h], <);
+            }
         }
     }
     WB_SFX(oct_vec) octs[WB_L / 8];
-    memcpy(octs, &acc[0], sizeof(octs));
+    memcpy(octs, acc, sizeof(octs));
     wb_f64x8 w = __builtin_convertvector(octs[0], wb_f64x8);
     for (int h = 1; h < WB_L / 8; h++)
         w = lanes_combine(w, __builtin_convertvector(octs[h], wb_f64x8), kind);
@@ -269,6 +272,8 @@ WB_LINES_FN(max_abs, WB_VEC_ABS(v), A_MAX, WB_INTO_MAX)
 WB_LINES_FN(min_id, v, A_MIN, WB_INTO_MIN)
 WB_LINES_FN(min_abs, WB_VEC_ABS(v), A_MIN, WB_INTO_MIN)
 #undef WB_LINES_FN
+#undef WB_LINE_STEP
+#undef WB_LV
 #undef WB_INTO_SUM
 #undef WB_INTO_MAX
 #undef WB_INTO_MIN
@@ -410,12 +415,6 @@ typedef void (*WB_SFX(lines_fn))(const red_pass *ps, const WB_T *x, Py_ssize_t n
 /* The lanes kernel of a pass, or NULL where it has none (exp, pow, products, args) or its
  * lines are not contiguous lines of WB_L..WB_FLUSH elements in the compute type. */
 static WB_SFX(lines_fn) WB_SFX(lines_kernel)(const red_pass *ps) {
-#ifndef __AVX512F__
-    /* Below AVX-512 the extrema's 64-byte selects stay in memory (gcc 12): their lines take
-     * the one-line kernels (a max over rows of 64 of 262144 x 64 f32, on the AVX2 EPYC: 57 ->
-     * 4.8 ms); the sums' lanes still beat those (7.3 against 9.9 ms). */
-    if (ps->acc != A_SUM) return NULL;
-#endif
     const red_plan *pl = ps->pl;
     const Py_ssize_t n = pl->rshape[pl->nr - 1];
     if (pl->rstride[pl->nr - 1] != 1 || !WB_SFX(in_compute_type)(pl) || n < WB_L || n > WB_FLUSH)
