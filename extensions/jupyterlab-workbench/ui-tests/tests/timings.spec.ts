@@ -289,8 +289,8 @@ test('a crafted payload: exact totals, bars and the device filter', async ({
   await expect(names).toHaveCount(OPS_BY_TOTAL.length);
 });
 
-/** A notebook of one unrun cell, on the python3 kernel (no kernel dialog). */
-function plainNotebook(): string {
+/** A notebook of `cells` on the python3 kernel: it opens without a kernel dialog. */
+function notebookJson(cells: unknown[]): string {
   return JSON.stringify({
     nbformat: 4,
     nbformat_minor: 5,
@@ -301,16 +301,7 @@ function plainNotebook(): string {
         language: 'python'
       }
     },
-    cells: [
-      {
-        cell_type: 'code',
-        id: 'only',
-        execution_count: null,
-        metadata: {},
-        outputs: [],
-        source: 'x = 1'
-      }
-    ]
+    cells
   });
 }
 
@@ -369,36 +360,24 @@ function savedNotebook(): string {
     metadata: {},
     source: `Filler paragraph ${i}: the profiled cell is far below.`
   }));
-  const notebook = {
-    nbformat: 4,
-    nbformat_minor: 5,
-    metadata: {
-      kernelspec: {
-        name: 'python3',
-        display_name: 'Python 3',
-        language: 'python'
-      }
+  return notebookJson([
+    {
+      cell_type: 'markdown',
+      id: 'title',
+      metadata: {},
+      source: '# Saved timings'
     },
-    cells: [
-      {
-        cell_type: 'markdown',
-        id: 'title',
-        metadata: {},
-        source: '# Saved timings'
-      },
-      code('cell-a', 1, [display(payload('cell-a', 1, 1))], {
-        execution: {
-          'iopub.execute_input': '2024-05-01T10:00:00.000Z',
-          'shell.execute_reply': '2024-05-01T10:00:02.000Z'
-        }
-      }),
-      code('cell-b', 2, []),
-      code('cell-c', 3, [display({ ...payload('cell-c', 3, 1), version: 2 })]),
-      ...filler,
-      code('cell-z', 4, [display(payload('cell-z', 4, 3))])
-    ]
-  };
-  return JSON.stringify(notebook);
+    code('cell-a', 1, [display(payload('cell-a', 1, 1))], {
+      execution: {
+        'iopub.execute_input': '2024-05-01T10:00:00.000Z',
+        'shell.execute_reply': '2024-05-01T10:00:02.000Z'
+      }
+    }),
+    code('cell-b', 2, []),
+    code('cell-c', 3, [display({ ...payload('cell-c', 3, 1), version: 2 })]),
+    ...filler,
+    code('cell-z', 4, [display(payload('cell-z', 4, 3))])
+  ]);
 }
 
 test('a saved notebook repopulates the panel and a section click scrolls to its cell', async ({
@@ -673,8 +652,16 @@ test.describe('auto mode', () => {
     // Each notebook has its own timings. The second one is opened from a file:
     // on a loaded CI host, Galata's createNew once hung for the whole test's
     // time in its click on the New Notebook dialog's Select button.
+    const only = {
+      cell_type: 'code',
+      id: 'only',
+      execution_count: null,
+      metadata: {},
+      outputs: [],
+      source: 'x = 1'
+    };
     await page.contents.uploadContent(
-      plainNotebook(),
+      notebookJson([only]),
       'text',
       `${tmpPath}/other.ipynb`
     );
