@@ -161,7 +161,10 @@ asan-build: $(STAMP)-dev
 		print(native.info()['variant'] or 'base')"); \
 	echo "building the $$variant kernels with ASan/UBSan into $(ASAN_DIR)"; \
 	WORKBENCH_SANITIZE=1 WORKBENCH_NATIVE_VARIANTS=$$variant \
-		$(PY) setup.py -q build_ext -b $(ASAN_DIR) -t $(ASAN_DIR)/tmp
+		$(PY) setup.py -q build_ext -b $(ASAN_DIR) -t $(ASAN_DIR)/tmp; \
+	ls $(ASAN_DIR)/workbench/backends/cpu/_native_$$variant.*.so >/dev/null 2>&1 || { \
+		echo "asan-build: the $$variant kernels did not build (see above): the sanitizer" \
+			"run would test nothing"; exit 1; }
 
 test-asan: asan-build
 	$(ASAN_RUN) $(ASAN_TESTS)

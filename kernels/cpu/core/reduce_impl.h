@@ -164,7 +164,6 @@ static Py_ssize_t WB_SFX(lines_ahead)(const red_plan *pl) {
  * elements (16 f32), the 4 vectors meet pairwise in the compute type (an f32 lane's sum is
  * then rounded at most 17 times) and their lanes go into 8 f64 lanes; eight outputs' f64
  * lanes meet at once (lanes_meet). (n >= WB_L.) */
-typedef WB_T WB_SFX(oct_vec) __attribute__((vector_size(8 * sizeof(WB_T)), aligned(sizeof(WB_T))));
 /* A vector of WB_L lanes is WB_LV registers (ext_vec), so that the lanes stay in registers. */
 #define WB_LV (64 / WB_EXT_BYTES)
 #define WB_INTO_SUM(acc, e) ((acc) += (e))
@@ -256,11 +255,17 @@ static inline __attribute__((always_inline)) void WB_SFX(lanes_into)(
             }
         }
     }
-    WB_SFX(oct_vec) octs[WB_L / 8];
-    memcpy(octs, acc, sizeof(octs));
-    wb_f64x8 w = __builtin_convertvector(octs[0], wb_f64x8);
-    for (int h = 1; h < WB_L / 8; h++)
-        w = lanes_combine(w, __builtin_convertvector(octs[h], wb_f64x8), kind);
+    WB_T met[WB_L]; /* (converted lane by lane: gcc 12 crashed on __builtin_convertvector into
+                     * 64-byte vectors on AVX2 under ASan) */
+    memcpy(met, acc, sizeof(met));
+    wb_f64x8 w;
+    for (int h = 0; h < WB_L / 8; h++) {
+        double part[8];
+        for (int j = 0; j < 8; j++) part[j] = (double)met[8 * h + j];
+        wb_f64x8 v;
+        memcpy(&v, part, sizeof(v));
+        w = h ? lanes_combine(w, v, kind) : v;
+    }
     *wide = more ? lanes_combine(*wide, w, kind) : w;
 }
 WB_LINES_FN(sum_id, v, A_SUM, WB_INTO_SUM)
